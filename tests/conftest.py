@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# Shared fixtures, one module per kind of real server (see tests/support/).
+pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_foundry(tmp_path, monkeypatch):

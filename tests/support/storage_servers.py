@@ -1,0 +1,1 @@
+"""Fixtures: filled in by its area (see module name)."""
