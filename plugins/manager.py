@@ -208,3 +208,17 @@ def list_plugins() -> list[PluginInfo]:
             )
         )
     return infos
+
+
+def notify_run_event(run_name: str, event: str, details: dict | None = None) -> None:
+    """Call every plugin's `on_run_event`; a failing observer is logged and skipped, never fatal."""
+    import logging
+
+    hook = get_plugin_manager().hook.on_run_event
+    for impl in reversed(hook.get_hookimpls()):
+        try:
+            impl.function(run_name=run_name, event=event, details=dict(details or {}))
+        except Exception:  # noqa: BLE001 - observers must not break runs
+            logging.getLogger("foundry.plugins").exception(
+                "plugin %s failed in on_run_event(%s, %s)", impl.plugin_name, run_name, event
+            )

@@ -1,0 +1,51 @@
+"""DESIGN.md's layer graph, enforced: import-linter contracts (pyproject) plus import-time checks.
+
+The subprocess checks catch what static analysis cannot: an import that drags in a heavy SDK or a
+UI toolkit at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY_SDKS = ["boto3", "botocore", "google.cloud.storage", "oci", "kubernetes"]
+UI = ["typer", "textual"]
+
+
+def test_import_linter_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert lint, "import-linter is part of the [test] extra"
+    result = subprocess.run([lint, "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _modules_after_import(module: str) -> set[str]:
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out))
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["foundry.plugins.manager", "foundry.streaming", "foundry.trainer", "foundry.backends.storage.plugin"],
+)
+def test_layer_imports_no_heavy_sdk_or_ui(module):
+    loaded = _modules_after_import(module)
+    assert not [m for m in HEAVY_SDKS + UI if m in loaded], f"{module} imports {sorted(set(HEAVY_SDKS + UI) & loaded)}"
+
+
+def test_opening_a_file_store_imports_no_cloud_sdk():
+    code = (
+        "import json, sys, tempfile; from foundry.plugins.manager import open_store;"
+        "open_store(tempfile.mkdtemp()).put('k', b'v'); print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(json.loads(out))
+    assert not [m for m in HEAVY_SDKS if m in loaded]
