@@ -1,0 +1,151 @@
+"""Saving without stalling: the main thread copies the state to host memory, a background thread
+serializes, uploads, verifies and publishes it.
+
+At most one checkpoint is in flight: when the next one is due while the previous is still
+uploading, `save` first waits for the previous one to be published (training stalls for the
+remainder of that upload), so memory holds at most one host copy of the state. A failure in the
+background is raised on the main thread at the next `poll`/`save`/`wait`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from foundry.plugins.errors import CheckpointError
+
+from . import store_ops
+from .format import Manifest, checkpoint_name, digest_file
+
+
+class CheckpointSaver:
+    def __init__(self, store, run_name: str, layout: str, rank: int, world_size: int, keep: int,
+                 staging_root: Path, keep_staging: bool, ckpt_group=None):
+        self.store = store
+        self.run_name = run_name
+        self.layout = layout
+        self.rank = rank
+        self.world_size = world_size
+        self.keep = keep
+        self.staging_root = Path(staging_root)
+        self.keep_staging = keep_staging
+        self.ckpt_group = ckpt_group
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._published: list[str] = []
+        self._lock = threading.Lock()
+        self.last_stall_s = 0.0
+        self.in_flight: str | None = None
+
+    # -- main thread ---------------------------------------------------------------------------
+    def save(self, timestamp: dict[str, Any], collect: Callable[[], tuple[dict, dict]], meta: dict[str, Any]) -> str:
+        """Wait for any previous checkpoint, copy the state to host memory, hand it to the thread.
+
+        `collect()` returns (model_optim_state, extra_state), already copied to host memory.
+        """
+        self.wait()
+        start = time.perf_counter()
+        name = checkpoint_name(timestamp["epoch"], timestamp["batch"])
+        state, extra = collect()
+        self.last_stall_s = time.perf_counter() - start
+        self.in_flight = name
+        self._thread = threading.Thread(target=self._run, args=(name, state, extra, meta),
+                                        name=f"foundry-checkpoint-{name}", daemon=True)
+        self._thread.start()
+        return name
+
+    def poll(self) -> list[str]:
+        """Names published since the last poll; raises a background failure."""
+        self._raise()
+        if self._thread is not None and not self._thread.is_alive():
+            self._thread = None
+            self.in_flight = None
+            self._raise()
+        with self._lock:
+            done, self._published = self._published, []
+        return done
+
+    def wait(self) -> list[str]:
+        if self._thread is not None:
+            self._thread.join()
+        return self.poll()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            if isinstance(error, CheckpointError):
+                raise error
+            raise CheckpointError(f"saving a checkpoint failed: {type(error).__name__}: {error}") from error
+
+    # -- background thread ---------------------------------------------------------------------
+    def _run(self, name: str, state: dict, extra: dict, meta: dict) -> None:
+        try:
+            staging = self.staging_root / name
+            if self.layout == "full":
+                files = self._write_full(staging, state, extra) if self.rank == 0 else []
+            else:
+                files = self._write_sharded(staging, state, extra)
+            if self.rank != 0:
+                return
+            manifest = Manifest(name=name, run_name=self.run_name, layout=self.layout,
+                                world_size=self.world_size, timestamp=meta["timestamp"],
+                                resumption_index=meta["resumption_index"], config=meta["config"],
+                                files=[entry for _, entry in files])
+            store_ops.publish(self.store, manifest)
+            store_ops.prune(self.store, self.keep, protect=name)
+            self._prune_staging(name)
+            with self._lock:
+                self._published.append(name)
+        except BaseException as exc:  # surfaced on the main thread
+            self._error = exc
+
+    def _write_full(self, staging: Path, state: dict, extra: dict):
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True, exist_ok=True)
+        files = []
+        for fname, obj in (("state.pt", state), ("extra.pt", extra)):
+            path = staging / fname
+            torch.save(obj, path)
+            files.append((path, digest_file(path)))
+        store_ops.upload_files(self.store, staging.name, files)
+        return files
+
+    def _write_sharded(self, staging: Path, state: dict, extra: dict):
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+
+        rank_dir = staging / f"rank{self.rank}"
+        shutil.rmtree(rank_dir, ignore_errors=True)
+        rank_dir.mkdir(parents=True, exist_ok=True)
+        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group)
+        files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
+        if self.rank == 0:
+            path = staging / "extra.pt"
+            torch.save(extra, path)
+            files.append((path, digest_file(path)))
+        store_ops.upload_files(self.store, staging.name, files)
+        if self.world_size > 1 and dist.is_initialized():
+            gathered: list = [None] * self.world_size
+            dist.all_gather_object(gathered, files, group=self.ckpt_group)
+            files = [f for per_rank in gathered for f in per_rank]
+        keys = [entry.key for _, entry in files]
+        if len(keys) != len(set(keys)):
+            raise CheckpointError(f"sharded checkpoint {staging.name}: two ranks wrote the same file name")
+        return files
+
+    def _prune_staging(self, newest: str) -> None:
+        if not self.keep_staging:
+            shutil.rmtree(self.staging_root / newest, ignore_errors=True)
+            return
+        if self.keep is None or self.keep < 0:
+            return
+        local = sorted((p for p in self.staging_root.iterdir() if p.is_dir()),
+                       key=lambda p: p.stat().st_mtime)
+        for path in local[: max(0, len(local) - max(self.keep, 1))]:
+            if path.name != newest:
+                shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,140 @@
+"""The Trainer's side of checkpoints: what goes in, when a run resumes from where, and saving.
+
+Resume order: with autoresume, the newest loadable checkpoint in save_folder (keyed by run name);
+otherwise (or when there is none yet) `load_path`. Without autoresume, a save_folder that already
+holds checkpoints is an error unless save_overwrite=True (then they are deleted first).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from foundry.plugins.errors import CheckpointError
+from foundry.plugins.manager import open_store
+
+from .. import dist as fdist
+from ..seeding import rng_state
+from . import loader, store_ops
+from .saver import CheckpointSaver
+from .state import dataloader_stateful, model_optim_state, to_host
+
+log = logging.getLogger("foundry.trainer.checkpoint")
+
+
+class CheckpointSession:
+    def __init__(self, cfg, env: fdist.DistEnv, run_dir: Path):
+        self.cfg = cfg
+        self.env = env
+        self.staging = run_dir / "checkpoints"
+        self.store = open_store(cfg.save_url) if cfg.save_url else None
+        self.saver: CheckpointSaver | None = None
+        self.resumed_from: str | None = None
+        self.last_saved: str | None = None
+        if self.store is not None:
+            group = None
+            if cfg.checkpoint_layout == "sharded" and env.distributed:
+                import torch.distributed as dist
+
+                group = dist.new_group(backend="gloo")  # background thread's own collectives
+            self.saver = CheckpointSaver(
+                self.store, cfg.run_name, cfg.checkpoint_layout, env.rank, env.world_size,
+                cfg.save_num_checkpoints_to_keep, self.staging / f"rank{env.rank}",
+                keep_staging=not self.store.url.startswith("file://"), ckpt_group=group)
+
+    # -- resume --------------------------------------------------------------------------------
+    def resume(self, trainer) -> dict[str, Any] | None:
+        """Restore trainer state from the checkpoint this run should start from; None if fresh."""
+        dest = self.staging / "_load" / f"rank{self.env.rank}"
+        found, weights_only = None, False
+        if self.cfg.autoresume:
+            found = loader.download(self.cfg.save_url, dest)
+            if found and found[0].run_name != self.cfg.run_name:
+                raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
+                                      f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
+        if found is None:
+            self._check_overwrite()
+            if self.cfg.load_path:
+                found = loader.download(self.cfg.load_path, dest)
+                if found is None:
+                    raise CheckpointError(f"no checkpoint at load_path {self.cfg.load_path}")
+                weights_only = self.cfg.load_weights_only
+        if found is None:
+            return None
+        manifest, folder = found
+        extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
+                               self.env.world_size, weights_only=weights_only)
+        self.resumed_from = manifest.name
+        log.info("resumed from checkpoint %s (batch %s)", manifest.name, manifest.timestamp.get("batch"))
+        if weights_only:
+            return None
+        same_world = manifest.world_size == self.env.world_size
+        for sched, state in zip(trainer.schedulers, extra["schedulers"]):
+            sched.load_state_dict(state)
+        if trainer.scaler is not None and extra.get("scaler"):
+            trainer.scaler.load_state_dict(extra["scaler"])
+        trainer.timestamp.load_state_dict(extra["timestamp"])
+        stateful = dataloader_stateful(trainer.train_dataloader)
+        data_state = loader.rank_entry(extra["dataloader"], self.env.rank, same_world)
+        if stateful is not None and data_state is not None:
+            stateful.load_state_dict(data_state)
+        return {"rng": loader.rank_entry(extra["rng"], self.env.rank, same_world),
+                "fast_forward": 0 if (stateful is not None and data_state is not None)
+                else trainer.timestamp.batch_in_epoch}
+
+    def _check_overwrite(self) -> None:
+        if self.store is None:
+            return
+        existing = store_ops.list_checkpoints(self.store)
+        if not existing:
+            return
+        if not self.cfg.save_overwrite:
+            raise CheckpointError(f"{self.store.url} already holds checkpoints ({existing[-1].name}, ...)",
+                                  hint="autoresume=True continues that run; save_overwrite=True replaces them")
+        fdist.barrier(self.env)
+        if self.env.is_main:
+            self.store.delete(store_ops.LATEST)
+            store_ops.prune(self.store, 0, protect="")
+            for entry in store_ops.list_checkpoints(self.store):  # incomplete leftovers
+                for info in list(self.store.list(entry.name + "/")):
+                    self.store.delete(info.key)
+        fdist.barrier(self.env)
+
+    # -- save ----------------------------------------------------------------------------------
+    def save(self, trainer) -> str | None:
+        if self.saver is None:
+            return None
+        full = self.cfg.checkpoint_layout == "full"
+        stateful = dataloader_stateful(trainer.train_dataloader)
+
+        def collect():
+            mo = model_optim_state(trainer.model, trainer.optimizers, full=full)
+            mine = {"rng": rng_state(), "dataloader": stateful.state_dict() if stateful is not None else None}
+            per_rank = fdist.all_gather_object(mine, self.env)
+            extra = {
+                "timestamp": trainer.timestamp.state_dict(),
+                "schedulers": [s.state_dict() for s in trainer.schedulers],
+                "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
+                "rng": [r["rng"] for r in per_rank],
+                "dataloader": [r["dataloader"] for r in per_rank],
+                "run_name": self.cfg.run_name,
+                "resumption_index": self.env.resumption_index,
+                "world_size": self.env.world_size,
+            }
+            keep_state = self.env.is_main or not full
+            return (to_host(mo) if keep_state else {}), to_host(extra)
+
+        meta = {"timestamp": trainer.timestamp.state_dict(), "resumption_index": self.env.resumption_index,
+                "config": trainer.resolved_config}
+        self.last_saved = self.saver.save(trainer.timestamp.state_dict(), collect, meta)
+        return self.last_saved
+
+    def poll(self) -> list[str]:
+        return self.saver.poll() if self.saver else []
+
+    def wait(self) -> list[str]:
+        """Block until the in-flight checkpoint is published on every rank."""
+        done = self.saver.wait() if self.saver else []
+        fdist.barrier(self.env)
+        return done

@@ -1,0 +1,56 @@
+"""Gathering the training state into host memory, and putting it back.
+
+Model and optimizer state go through torch.distributed.checkpoint.state_dict, which names
+parameters by their fully-qualified names whatever the wrapper (plain, DDP, FSDP): a full state
+dict is portable between world sizes and wrappers; the sharded one is what DCP saves per rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+
+def to_host(tree: Any) -> Any:
+    """Deep copy with every tensor copied to CPU memory (training may change the originals next)."""
+    if isinstance(tree, torch.Tensor):
+        if tree.device.type == "cpu":
+            return tree.detach().clone()
+        return tree.detach().to("cpu")
+    if isinstance(tree, dict):
+        return {k: to_host(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [to_host(v) for v in tree]
+    if isinstance(tree, tuple):
+        return tuple(to_host(v) for v in tree)
+    return tree
+
+
+def _options(full: bool) -> StateDictOptions:
+    return StateDictOptions(full_state_dict=full, cpu_offload=full)
+
+
+def model_optim_state(model, optimizers: list, full: bool) -> dict[str, Any]:
+    model_sd, optim_sd = get_state_dict(model, optimizers, options=_options(full))
+    return {"model": model_sd, "optim": optim_sd}
+
+
+def apply_model_optim_state(model, optimizers: list, state: dict[str, Any], full: bool) -> None:
+    if not optimizers:
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        set_model_state_dict(model, state["model"], options=StateDictOptions(full_state_dict=full))
+        return
+    set_state_dict(model, optimizers, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=StateDictOptions(full_state_dict=full, broadcast_from_rank0=False))
+
+
+def dataloader_stateful(loader) -> Any:
+    """The object whose state_dict/load_state_dict we checkpoint: the loader, else its dataset."""
+    for candidate in (loader, getattr(loader, "dataset", None)):
+        if candidate is not None and callable(getattr(candidate, "state_dict", None)) \
+                and callable(getattr(candidate, "load_state_dict", None)):
+            return candidate
+    return None

@@ -1,0 +1,146 @@
+"""Topology in one object: what torchrun (or a provider) put in the environment, read once.
+
+`DistEnv.detect()` is the only place the trainer reads RANK/WORLD_SIZE/...; `init()` starts the
+process group (gloo on CPU, nccl on GPU). `choose_parallelism` is the pure rule for DDP vs FSDP.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Mapping
+
+from foundry.plugins.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    resumption_index: int = 0
+
+    @classmethod
+    def detect(cls, environ: Mapping[str, str] | None = None) -> "DistEnv":
+        env = os.environ if environ is None else environ
+
+        def num(name: str, default: int) -> int:
+            value = env.get(name, "")
+            try:
+                return int(value) if value != "" else default
+            except ValueError:
+                raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
+
+        world = num("WORLD_SIZE", 1)
+        rank = num("RANK", 0)
+        if not 0 <= rank < world:
+            raise ConfigError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        return cls(rank=rank, world_size=world, local_rank=num("LOCAL_RANK", 0),
+                   local_world_size=num("LOCAL_WORLD_SIZE", 1), resumption_index=num("RESUMPTION_INDEX", 0))
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def pick_device(requested: str, env: DistEnv):
+    import torch
+
+    if requested == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", env.local_rank % torch.cuda.device_count())
+        return torch.device("cpu")
+    device = torch.device(requested)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", env.local_rank % max(1, torch.cuda.device_count()))
+    return device
+
+
+def backend_for(device_type: str) -> str:
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def init_process_group(env: DistEnv, device) -> bool:
+    """Start the default process group when launched with WORLD_SIZE > 1; True if this call did."""
+    import torch.distributed as dist
+
+    if not env.distributed or dist.is_initialized():
+        return False
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend_for(device.type), timeout=timedelta(minutes=30))
+    return True
+
+
+def choose_parallelism(requested: str, device_type: str, world_size: int) -> str:
+    """'none' | 'ddp' | 'fsdp': DDP everywhere, FSDP only on GPU ('auto' picks DDP when distributed)."""
+    if requested not in ("auto", "ddp", "fsdp", "none"):
+        raise ConfigError(f"unknown parallelism {requested!r}", hint="use auto, ddp, fsdp or none")
+    if requested == "fsdp" and device_type != "cuda":
+        raise ConfigError("FSDP needs GPUs", hint="use parallelism='ddp' (or 'auto') on CPU")
+    if world_size == 1 and requested in ("auto", "ddp"):
+        return "none"
+    if requested == "auto":
+        return "ddp"
+    return requested
+
+
+def wrap_model(model, parallelism: str, device):
+    """Wrap for data parallelism; returns the module the loop calls forward on."""
+    if parallelism == "none":
+        return model
+    if parallelism == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+    from torch.distributed.fsdp import fully_shard
+
+    for child in model.children():  # shard each top-level block, then the root
+        if sum(p.numel() for p in child.parameters()) > 0:
+            fully_shard(child)
+    fully_shard(model)
+    return model
+
+
+def all_reduce_sum(values: list[float], device, env: DistEnv) -> list[float]:
+    """Sum small scalars over ranks in one collective (loss, stop flag, OOM flag)."""
+    if not env.distributed:
+        return values
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def all_gather_object(obj: Any, env: DistEnv) -> list[Any]:
+    if not env.distributed:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * env.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def torch_dist_initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def barrier(env: DistEnv) -> None:
+    if env.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()

@@ -1,0 +1,289 @@
+"""The Trainer: a small entry point that wires the parts (time, distributed, precision,
+microbatching, checkpoints, loggers, callbacks) around one training loop.
+
+    trainer = Trainer(run_name="mpt-7b", model=model, train_dataloader=loader, max_duration="10ba",
+                      save_folder="s3://my-bucket/{run_name}/checkpoints", save_interval="1000ba")
+    trainer.fit()
+
+Model contract: `model(batch)` then `model.loss(outputs, batch)`; or a plain module plus
+`loss_fn`: batches that are (input, target) pairs call `loss_fn(model(input), target)`, other
+batches `loss_fn(model(batch), batch)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+from foundry.plugins.compute import PAUSED_EXIT_CODE
+from foundry.plugins.errors import ConfigError
+
+from . import dist as fdist
+from .callbacks import CallbackList
+from .checkpoint.session import CheckpointSession
+from .config import TrainerConfig
+from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
+from .microbatch import MicrobatchRunner, batch_size, to_device
+from .precision import autocast, check_precision, make_grad_scaler
+from .seeding import load_rng_state, seed_everything, set_deterministic
+from .signals import PauseRequest
+from .time import Time, TimeUnit, Timestamp, crossed
+
+log = logging.getLogger("foundry.trainer")
+TOKEN_KEYS = ("input_ids", "tokens")
+
+
+class Trainer:
+    def __init__(self, *, run_name: str, model: torch.nn.Module, train_dataloader, max_duration: str | int,
+                 optimizers=None, schedulers=None, loss_fn: Callable | None = None, eval_dataloader=None,
+                 loggers: list | None = None, callbacks: list | None = None, config: dict | None = None,
+                 progress_bar: bool | None = None, exit_on_pause: bool = True, **settings: Any):
+        self.cfg = TrainerConfig(run_name=run_name, max_duration=max_duration, **settings)
+        self.env = fdist.DistEnv.detect()
+        self.device = fdist.pick_device(self.cfg.device, self.env)
+        check_precision(self.cfg.precision, self.device)
+        fdist.init_process_group(self.env, self.device)
+        set_deterministic(self.cfg.deterministic_mode)
+        seed_everything(self.cfg.seed, self.env.rank)
+
+        if loss_fn is None and not callable(getattr(model, "loss", None)):
+            raise ConfigError("the model has no loss(outputs, batch) method and no loss_fn was given",
+                              hint="add a loss method to the model, or pass loss_fn=...")
+        self.raw_model = model.to(self.device)
+        self.loss_fn = loss_fn
+        self.parallelism = fdist.choose_parallelism(self.cfg.parallelism, self.device.type, self.env.world_size)
+        self.model = fdist.wrap_model(self.raw_model, self.parallelism, self.device)
+        self.optimizers = self._build_optimizers(optimizers)
+        self.train_dataloader = train_dataloader
+        self.eval_dataloader = eval_dataloader
+        self.max_time = self.cfg.max_time
+        self.schedulers = self._build_schedulers(schedulers)
+        self.scaler = make_grad_scaler(self.cfg.precision, self.device)
+        self.timestamp = Timestamp()
+        self.runner = MicrobatchRunner(self.cfg.device_train_microbatch_size, self._compute_loss, self.model,
+                                       self.scaler, lambda v: fdist.all_reduce_sum(v, self.device, self.env),
+                                       self.env.world_size)
+        self.run_dir = self.cfg.resolved_run_dir()
+        self.resolved_config = self._resolve_config(config)
+        self.callbacks = CallbackList(callbacks or [])
+        self.loggers = self._build_loggers(loggers or [], progress_bar)
+        self.checkpoints = CheckpointSession(self.cfg, self.env, self.run_dir)
+        self.pause = PauseRequest()
+        self.exit_on_pause = exit_on_pause
+        self.paused = False
+        self.last_loss: float | None = None
+        self._resume = self.checkpoints.resume(self)
+
+    # -- setup helpers --------------------------------------------------------------------------
+    def _build_optimizers(self, optimizers) -> list:
+        if optimizers is None:
+            return [torch.optim.AdamW(self.model.parameters(), lr=1e-3)]
+        if callable(optimizers) and not isinstance(optimizers, torch.optim.Optimizer):
+            optimizers = optimizers(self.model.parameters())  # a factory (needed with FSDP)
+        return list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
+
+    def _build_schedulers(self, schedulers) -> list:
+        if schedulers is None:
+            return []
+        schedulers = list(schedulers) if isinstance(schedulers, (list, tuple)) else [schedulers]
+        try:
+            per_epoch = len(self.train_dataloader)
+        except TypeError:
+            per_epoch = None
+        return [s.build(self.optimizers[0], self.max_time, per_epoch) if hasattr(s, "build") else s
+                for s in schedulers]
+
+    def _build_loggers(self, extra: list, progress_bar: bool | None) -> list:
+        if not self.env.is_main:
+            return []
+        total = self.max_time.value if self.max_time.unit is TimeUnit.BATCH else None
+        built = [JSONLinesLogger(self.run_dir / "metrics.jsonl"),
+                 ConsoleLogger(total, self.cfg.console_log_interval, rich=progress_bar)]
+        return built + [lg for lg in (build_logger(s, self.cfg.run_name, self.run_dir) for s in extra) if lg]
+
+    def _resolve_config(self, user: dict | None) -> dict[str, Any]:
+        resolved = {
+            "trainer": self.cfg.to_dict(),
+            "model": {"class": type(self.raw_model).__name__,
+                      "parameters": sum(p.numel() for p in self.raw_model.parameters())},
+            "optimizers": [type(o).__name__ for o in self.optimizers],
+            "schedulers": [type(s).__name__ for s in self.schedulers],
+            "world_size": self.env.world_size, "device": str(self.device), "parallelism": self.parallelism,
+            "user": user or {},
+        }
+        if self.env.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.json").write_text(json.dumps(resolved, indent=1, default=str))
+        return resolved
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _compute_loss(self, batch: Any) -> torch.Tensor:
+        with autocast(self.cfg.precision, self.device):
+            if self.loss_fn is None:
+                return self.raw_model.loss(self.model(batch), batch)
+            if isinstance(batch, (list, tuple)) and len(batch) == 2:
+                return self.loss_fn(self.model(batch[0]), batch[1])
+            return self.loss_fn(self.model(batch), batch)
+
+    def _done(self) -> bool:
+        return self.timestamp.reached(self.max_time)
+
+    def fit(self) -> "Trainer":
+        self.pause.install()
+        self.model.train()
+        self.callbacks.fire("fit_start", self)
+        pending_rng = self._resume["rng"] if self._resume else None
+        skip = self._resume["fast_forward"] if self._resume else 0
+        try:
+            while not self._done() and not self.paused:
+                self._set_epoch(self.timestamp.epoch)
+                batches = iter(self.train_dataloader)
+                if pending_rng is not None:  # after iter(): creating an iterator draws from the RNG
+                    load_rng_state(pending_rng)
+                    pending_rng = None
+                for _ in range(skip):
+                    next(batches, None)
+                skip = 0
+                ended = True
+                for batch in batches:
+                    self._train_batch(batch)
+                    if self.paused or self._done():
+                        ended = False
+                        break
+                if ended:
+                    self._end_epoch()
+            if not self.paused:
+                self._finish()
+        finally:
+            self.pause.uninstall()
+        return self
+
+    def _set_epoch(self, epoch: int) -> None:
+        for obj in (getattr(self.train_dataloader, "sampler", None),
+                    getattr(getattr(self.train_dataloader, "batch_sampler", None), "sampler", None)):
+            if obj is not None and callable(getattr(obj, "set_epoch", None)):
+                obj.set_epoch(epoch)
+
+    def _train_batch(self, batch: Any) -> None:
+        start = time.perf_counter()
+        before = Timestamp(**self.timestamp.state_dict())
+        batch = to_device(batch, self.device)
+        samples = batch_size(batch) * self.env.world_size
+        tokens = self._count_tokens(batch) * self.env.world_size
+        self._zero_grad()
+        loss = self.runner.run(batch, self._zero_grad)
+        for opt in self.optimizers:
+            if self.scaler is not None:
+                self.scaler.unscale_(opt)
+        if self.cfg.grad_clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip_norm)
+        for opt in self.optimizers:
+            (self.scaler.step(opt) if self.scaler is not None else opt.step())
+        if self.scaler is not None:
+            self.scaler.update()
+        for sched in self.schedulers:
+            sched.step()
+        loss_sum, stop = fdist.all_reduce_sum([loss.item(), float(self.pause.requested)], self.device, self.env)
+        self.last_loss = loss_sum / self.env.world_size
+        seconds = time.perf_counter() - start
+        self.timestamp.after_batch(samples, tokens, seconds)
+        if self.timestamp.batch % self.cfg.log_interval == 0 or self._done():
+            self._log({"epoch": self.timestamp.epoch, "loss": self.last_loss,
+                       "lr": self.optimizers[0].param_groups[0]["lr"], "throughput": 1.0 / seconds,
+                       "samples_per_sec": samples / seconds, "tokens_per_sec": tokens / seconds,
+                       "wall_time": round(self.timestamp.wall_time, 4)})
+        self.callbacks.fire("batch_end", self)
+        self._published(self.checkpoints.poll())
+        if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp):
+            self.evaluate()
+        if stop:
+            self._pause()
+        elif crossed(self.cfg.save_time, before, self.timestamp) and not self._done():
+            self.checkpoints.save(self)
+
+    def _end_epoch(self) -> None:
+        before = Timestamp(**self.timestamp.state_dict())
+        self.timestamp.after_epoch()
+        self.callbacks.fire("epoch_end", self)
+        if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp, epoch_ended=True):
+            self.evaluate()
+        if crossed(self.cfg.save_time, before, self.timestamp, epoch_ended=True) and not self._done():
+            self.checkpoints.save(self)
+
+    def _count_tokens(self, batch: Any) -> int:
+        if isinstance(batch, dict):
+            for key in TOKEN_KEYS:
+                if key in batch and isinstance(batch[key], torch.Tensor):
+                    return batch[key].numel()
+        return 0
+
+    def _zero_grad(self) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        self.model.eval()
+        total, count = 0.0, 0.0
+        for batch in self.eval_dataloader:
+            batch = to_device(batch, self.device)
+            n = batch_size(batch)
+            total += self._compute_loss(batch).item() * n
+            count += n
+        total, count = fdist.all_reduce_sum([total, count], self.device, self.env)
+        self.model.train()
+        metrics = {"eval/loss": total / max(count, 1.0)}
+        self._log(dict(metrics, epoch=self.timestamp.epoch))
+        self.callbacks.fire("eval_end", self, metrics)
+        return metrics
+
+    def _log(self, metrics: dict[str, Any]) -> None:
+        for lg in self.loggers:
+            lg.log_metrics(metrics, self.timestamp.batch)
+
+    def _published(self, names: list[str]) -> None:
+        for name in names:
+            self.callbacks.fire("checkpoint_published", self, name)
+
+    def _close(self) -> None:
+        for lg in self.loggers:
+            lg.close()
+        self.loggers = []
+
+    def _finish(self) -> None:
+        """End of training: a final checkpoint (unless one already covers this batch), published."""
+        if self.checkpoints.saver is not None:
+            from .checkpoint.format import checkpoint_name
+
+            name = checkpoint_name(self.timestamp.epoch, self.timestamp.batch)
+            if name not in (self.checkpoints.last_saved, self.checkpoints.resumed_from):
+                self.checkpoints.save(self)
+            self._published(self.checkpoints.wait())
+        self.callbacks.fire("fit_end", self)
+        self._close()
+
+    def _pause(self) -> None:
+        """Every rank agreed to stop: checkpoint, wait until it is published, exit 'paused'."""
+        self.paused = True
+        if self.checkpoints.saver is None:
+            log.warning("paused without a save_folder: no checkpoint written")
+        else:
+            self.checkpoints.save(self)
+            self._published(self.checkpoints.wait())
+        self.callbacks.fire("fit_end", self)
+        self._close()
+        if self.env.is_main:
+            sys.stderr.write(f"foundry: paused at batch {self.timestamp.batch}; exit {PAUSED_EXIT_CODE}\n")
+        if self.exit_on_pause:
+            if fdist.torch_dist_initialized():
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            raise SystemExit(PAUSED_EXIT_CODE)
