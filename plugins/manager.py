@@ -26,6 +26,8 @@ ENTRY_POINT_GROUP = "foundry"
 # Built-in plugin modules, registered before any third-party plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "foundry.backends.storage.plugin",
+    "foundry.backends.compute.plugin",
+    "foundry.backends.secrets.plugin",
 )
 
 _lock = threading.RLock()

@@ -1,0 +1,1 @@
+"""Built-in compute providers: local (here), slurm, kubernetes and the clouds (subpackages)."""

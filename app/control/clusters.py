@@ -1,0 +1,108 @@
+"""Clusters: FOUNDRY_HOME/clusters.yaml maps a cluster name to its provider and options.
+
+    clusters:
+      local: {provider: local}                 # always exists, even without the file
+      hpc:   {provider: slurm, partition: gpu, ...}   # options are the provider's own
+
+The file may be edited by hand; `foundry create cluster` / `delete cluster` edit it atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from filelock import FileLock
+
+from foundry.plugins.compute import ComputeProvider
+from foundry.plugins.errors import ConfigError
+from foundry.plugins.manager import compute_registry
+
+from .models import ClusterInfo
+
+DEFAULT_CLUSTER = "local"
+CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+class Clusters:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        data: Any = {}
+        if self.path.exists():
+            try:
+                data = yaml.safe_load(self.path.read_text()) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{self.path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        clusters = data.get("clusters", {}) if isinstance(data, dict) else None
+        if not isinstance(clusters, dict):
+            raise ConfigError(f"{self.path}: `clusters` must be a mapping of name -> {{provider: ...}}")
+        out = {DEFAULT_CLUSTER: {"provider": "local"}}
+        for name, cfg in clusters.items():
+            if not isinstance(cfg, dict) or "provider" not in cfg:
+                raise ConfigError(f"{self.path}: clusters.{name}: needs `provider` (one of "
+                                  f"{', '.join(compute_registry().names())})")
+            out[str(name)] = dict(cfg)
+        return out
+
+    def names(self) -> list[str]:
+        return list(self._load())
+
+    def config(self, name: str) -> dict[str, Any]:
+        clusters = self._load()
+        if name not in clusters:
+            raise ConfigError(f"unknown cluster {name!r}",
+                              hint=f"known clusters: {', '.join(clusters)}; add one with `foundry create cluster`")
+        return {**clusters[name], "name": name}
+
+    def provider(self, name: str) -> ComputeProvider:
+        cfg = self.config(name)
+        reg = compute_registry().get(cfg["provider"])
+        if reg is None:
+            raise ConfigError(f"cluster {name!r} uses unknown provider {cfg['provider']!r}",
+                              hint=f"installed providers: {', '.join(compute_registry().names())}")
+        return reg.value(cfg)
+
+    def add(self, name: str, provider: str, options: dict[str, Any] | None = None,
+            overwrite: bool = False) -> None:
+        if not CLUSTER_NAME_RE.match(name):
+            raise ConfigError(f"invalid cluster name {name!r}", hint="lowercase letters, digits and '-'")
+        if compute_registry().get(provider) is None:
+            raise ConfigError(f"unknown provider {provider!r}",
+                              hint=f"installed providers: {', '.join(compute_registry().names())}")
+        with FileLock(str(self.path) + ".lock"):
+            raw = yaml.safe_load(self.path.read_text()) if self.path.exists() else None
+            raw = raw if isinstance(raw, dict) else {}
+            clusters = raw.setdefault("clusters", {})
+            if name in clusters and not overwrite or name == DEFAULT_CLUSTER and not overwrite:
+                raise ConfigError(f"cluster {name!r} already exists", hint="delete it first, or edit clusters.yaml")
+            clusters[name] = {"provider": provider, **(options or {})}
+            self._write(raw)
+
+    def remove(self, name: str) -> None:
+        with FileLock(str(self.path) + ".lock"):
+            raw = yaml.safe_load(self.path.read_text()) if self.path.exists() else None
+            clusters = (raw or {}).get("clusters") or {}
+            if name not in clusters:
+                raise ConfigError(f"no cluster {name!r} in {self.path}")
+            del clusters[name]
+            self._write(raw)
+
+    def _write(self, raw: dict) -> None:
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump(raw, sort_keys=False))
+        os.replace(tmp, self.path)
+
+    def info(self, name: str) -> ClusterInfo:
+        cfg = self.config(name)
+        public = {k: v for k, v in cfg.items() if k not in ("name",)}
+        try:
+            desc = self.provider(name).describe() or {}
+        except Exception as exc:  # a broken cluster shows its error, it does not break the listing
+            return ClusterInfo(name, cfg["provider"], None, None, f"error: {getattr(exc, 'message', exc)}", public)
+        return ClusterInfo(name=name, provider=cfg["provider"], devices=desc.get("devices"),
+                           nodes=desc.get("nodes"), state=str(desc.get("state", "ready")), config=public)

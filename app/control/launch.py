@@ -1,0 +1,87 @@
+"""From a RunSpec to a provider JobRequest: command, environment, secrets, setup steps.
+
+Every job gets RUN_NAME, RUN_ID, RESUMPTION_INDEX, FOUNDRY_RUN_DIR, FOUNDRY_METRICS_FILE,
+FOUNDRY_PARAMETERS (the `parameters` mapping as YAML, when given), the spec's env_variables and the
+injection of each named secret (env vars, and files under /foundry/secrets/NAME/ that providers mount
+or relocate). Rendezvous variables (MASTER_ADDR/PORT, RANK, WORLD_SIZE) come from the provider's
+torchrun. JobRequest.extra["setup_commands"] lists shell lines run once per node before torchrun.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from foundry.plugins.compute import JobRequest, SecretMount
+from foundry.app.runspec import RunSpec
+
+from .config import FoundryPaths
+from .secrets import SecretStore
+
+# The trainer entry point used when a spec gives `parameters` and no `command`.
+DEFAULT_TRAINER_COMMAND = ["python", "-m", "foundry.trainer"]
+
+
+@dataclass
+class Placement:
+    """Where one resumption runs (the spec's compute, or resume/retry overrides)."""
+
+    cluster: str
+    nodes: int
+    devices: int
+    gpu_type: str | None = None
+
+    @property
+    def procs_per_node(self) -> int:
+        return max(1, self.devices // self.nodes)
+
+
+def placement_for(spec: RunSpec, cluster: str | None = None, gpus: int | None = None,
+                  nodes: int | None = None) -> Placement:
+    nodes = nodes or spec.compute.nodes
+    devices = gpus if gpus is not None else spec.compute.gpus
+    devices = max(devices or 1, nodes)
+    from foundry.plugins.errors import ConfigError
+
+    if devices % nodes:
+        raise ConfigError(f"gpus ({devices}) must be a multiple of nodes ({nodes})")
+    return Placement(cluster or spec.compute.cluster or "local", nodes, devices, spec.compute.gpu_type)
+
+
+def job_command(spec: RunSpec) -> list[str]:
+    if spec.command is None:
+        return list(DEFAULT_TRAINER_COMMAND)
+    if isinstance(spec.command, list):
+        return list(spec.command)
+    return ["bash", "-c", spec.command]
+
+
+def build_request(paths: FoundryPaths, secrets: SecretStore, spec: RunSpec, run_id: str,
+                  resumption: int, place: Placement, gpu_cluster: bool) -> JobRequest:
+    run_dir = paths.run_dir(spec.name)
+    env = dict(spec.env_variables)
+    env.update({
+        "RUN_NAME": spec.name,
+        "RUN_ID": run_id,
+        "RESUMPTION_INDEX": str(resumption),
+        "FOUNDRY_RUN_DIR": str(run_dir),
+        "FOUNDRY_METRICS_FILE": str(run_dir / "metrics.jsonl"),
+    })
+    if spec.parameters is not None:
+        env["FOUNDRY_PARAMETERS"] = yaml.safe_dump(spec.parameters, sort_keys=False)
+    files: list[SecretMount] = []
+    for name in spec.secrets:
+        injection = secrets.injection(name)
+        env.update(injection.env)
+        files += [SecretMount(path=p, content=c) for p, c in injection.files.items()]
+    setup = [line for integ in spec.integrations for line in integ.setup_commands()]
+    return JobRequest(
+        run_name=spec.name, run_id=run_id, resumption=resumption, command=job_command(spec),
+        nodes=place.nodes, procs_per_node=place.procs_per_node,
+        gpus_per_node=place.procs_per_node if gpu_cluster else 0, gpu_type=place.gpu_type,
+        image=spec.image, env=env, secret_files=files,
+        log_dir=str(paths.resumption_dir(spec.name, resumption)),
+        extra={"setup_commands": setup, "priority": spec.scheduling.priority,
+               "secret_env_keys": sorted(k for n in spec.secrets for k in secrets.injection(n).env)},
+    )

@@ -1,0 +1,297 @@
+"""The control plane facade: the one API the CLI, the TUI and the SDK call.
+
+    from foundry.app.control import ControlPlane
+    cp = ControlPlane()                      # FOUNDRY_HOME, or ControlPlane(home="/some/dir")
+
+Contract (for the CLI, TUI and SDK; all methods are synchronous, safe to call from a worker thread
+and from several processes at once; every error is a FoundryError with a one-line message and a hint):
+
+Runs
+- create_run(spec, *, name=None, cluster=None, gpus=None, nodes=None) -> RunInfo
+      `spec`: a RunSpec, a dict, or a path to run.yaml. Records the run, plans it on its cluster,
+      launches resumption 0. ConfigError for a bad spec, an unknown cluster or secret, a taken name.
+- dry_run(spec, **same overrides) -> DryRun: the normalized spec and the provider's plan, secrets masked.
+- list_runs(reconcile=True) -> list[RunInfo] (newest first, without events).
+- get_run(name, reconcile=True) -> RunInfo with resumptions (oldest first) and events.
+- stop_run(name, graceful=True) -> RunInfo: graceful asks the job to checkpoint and exit as paused
+      (SIGTERM; the trainer exits 75 -> status "paused"); the status is "stopping" until it exits.
+- resume_run(name, cluster=None, gpus=None, nodes=None) -> RunInfo: a new resumption, anywhere, of a
+      run that is paused, stopped, failed or lost.
+- delete_run(name) -> None: stops it if active (not gracefully) and forgets it and its files.
+- logs(name, resumption=None, rank=None, follow=False) -> Iterator[str]: lines (no trailing newline)
+      of the latest (or given) resumption; rank=None is the whole job's log, rank=N one process.
+      follow=True blocks until the job ends; follow_run(name) also follows watchdog retries.
+- metrics(name) -> list[dict]: the records of the run's metrics.jsonl (written by the trainer).
+- wait(name, timeout=None, poll=0.5) -> RunInfo: until the run is no longer pending/running/stopping.
+- reconcile(name=None) -> list[str]: the watchdog step (refresh states from providers, relaunch runs
+      lost to system failures up to scheduling.max_retries); list_runs/get_run call it.
+
+Run status (RunInfo.status, Resumption.state): pending, running, stopping (active) and paused,
+completed, failed (the job's own error, never retried), lost (system failure, retried while retries
+remain), stopped (stopped by the user without a checkpoint) — terminal.
+
+Clusters and secrets
+- list_clusters() -> list[ClusterInfo]; create_cluster(name, provider, options); delete_cluster(name)
+- list_secrets() -> list[SecretInfo] (never values); create_secret(name, kind, values: dict[str, str])
+      -> SecretInfo; delete_secret(name); secret_types() -> list[SecretType] (fields, for forms).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from foundry.plugins.compute import JobHandle, Plan
+from foundry.plugins.errors import ConfigError, FoundryError, ProviderError
+from foundry.plugins.manager import notify_run_event, secret_type_registry
+
+from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
+
+from . import reconcile as _reconcile
+from .clusters import Clusters
+from .config import FoundryPaths
+from .launch import Placement, build_request, placement_for
+from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
+from .registry import Registry
+from .secrets import SecretStore, mask
+
+log = logging.getLogger("foundry.control")
+
+RESUMABLE = ("paused", "stopped", "failed", "lost")
+
+
+class ControlPlane:
+    def __init__(self, home: str | os.PathLike | None = None):
+        self.paths = FoundryPaths.resolve(home)
+        self.registry = Registry(self.paths.registry)
+        self.clusters = Clusters(self.paths.clusters_file)
+        self.secrets = SecretStore(self.paths.secrets_dir)
+
+    # --- specs --------------------------------------------------------------------------------
+    def _spec(self, spec: RunSpec | dict | str | os.PathLike, **overrides: Any) -> RunSpec:
+        if isinstance(spec, RunSpec):
+            pass
+        elif isinstance(spec, dict):
+            spec = parse_spec(spec)
+        else:
+            spec = load_spec(spec)
+        if any(v is not None for v in overrides.values()):
+            spec = apply_overrides(spec, **overrides)
+        return spec
+
+    def _check_refs(self, spec: RunSpec, cluster: str) -> None:
+        self.clusters.config(cluster)
+        missing = [s for s in spec.secrets if not self.secrets.exists(s)]
+        if missing:
+            raise ConfigError(f"run {spec.name!r} needs secret(s) {', '.join(missing)} that do not exist",
+                              hint="`foundry get secrets` lists them; `foundry create secret` adds one")
+
+    def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement) -> tuple[Any, Plan]:
+        provider = self.clusters.provider(place.cluster)
+        request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
+                                gpu_cluster=bool(getattr(provider.capabilities, "gpus", False)))
+        return provider, provider.dryrun(request)
+
+    def dry_run(self, spec: RunSpec | dict | str, *, name: str | None = None, cluster: str | None = None,
+                gpus: int | None = None, nodes: int | None = None) -> DryRun:
+        spec = self._spec(spec, name=name, cluster=cluster, gpus=gpus, nodes=nodes)
+        place = placement_for(spec)
+        self._check_refs(spec, place.cluster)
+        provider, plan = self._plan(spec, "dry-run", 0, place)
+        secret_values = self.secrets.secret_values(spec.secrets)
+        secret_keys = set(plan.request.extra.get("secret_env_keys", []))
+        env = {k: ("***" if k in secret_keys else mask(v, secret_values)) for k, v in plan.request.env.items()}
+        return DryRun(
+            spec=spec.to_dict(), cluster=place.cluster, provider=getattr(provider, "name", "?"),
+            summary=mask(plan.summary, secret_values), env=env,
+            secret_files=[m.path for m in plan.request.secret_files],
+            artifacts={k: mask(v, secret_values) for k, v in plan.artifacts.items()},
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def create_run(self, spec: RunSpec | dict | str, *, name: str | None = None, cluster: str | None = None,
+                   gpus: int | None = None, nodes: int | None = None) -> RunInfo:
+        spec = self._spec(spec, name=name, cluster=cluster, gpus=gpus, nodes=nodes)
+        place = placement_for(spec)
+        self._check_refs(spec, place.cluster)
+        self.clusters.provider(place.cluster)  # fail on an unknown provider before recording
+        run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries)
+        self.emit(spec.name, "created", {"cluster": place.cluster})
+        self._launch(spec, run_id, place, cause="create")
+        return self.get_run(spec.name, reconcile=False)
+
+    def _launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str) -> int:
+        idx = self.registry.add_resumption(run_id, cluster=place.cluster, provider=self.clusters.config(
+            place.cluster)["provider"], nodes=place.nodes, devices=place.devices, cause=cause,
+            retry=cause == "retry")
+        details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
+        try:
+            provider, plan = self._plan(spec, run_id, idx, place)
+            self.paths.run_dir(spec.name).mkdir(parents=True, exist_ok=True)
+            handle = provider.launch(plan)
+        except FoundryError as exc:
+            self.registry.transition(run_id, idx, "pending", "failed", "failed",
+                                     {**details, "reason": exc.message}, ended_at=time.time(),
+                                     exit_reason=f"launch failed: {exc.message}")
+            self.emit(spec.name, "failed", {**details, "reason": exc.message})
+            raise
+        except Exception as exc:
+            reason = f"launch failed: {type(exc).__name__}: {exc}"
+            self.registry.transition(run_id, idx, "pending", "failed", "failed", {**details, "reason": reason},
+                                     ended_at=time.time(), exit_reason=reason)
+            raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc
+        self.registry.update_resumption(run_id, idx, handle=_handle_dict(handle), job_id=handle.job_id)
+        self.registry.add_event(run_id, "launched", idx, {**details, "job_id": handle.job_id})
+        self.emit(spec.name, "launched", {**details, "job_id": handle.job_id})
+        return idx
+
+    def _run(self, name: str) -> RunInfo:
+        run = self.registry.get_run(name)
+        if run is None:
+            raise ConfigError(f"no run named {name!r}", hint="`foundry get runs` lists runs")
+        return run
+
+    def list_runs(self, reconcile: bool = True) -> list[RunInfo]:
+        if reconcile:
+            self.reconcile()
+        return self.registry.list_runs()
+
+    def get_run(self, name: str, reconcile: bool = True) -> RunInfo:
+        self._run(name)
+        if reconcile:
+            self.reconcile(name)
+        return self._run(name)
+
+    def stop_run(self, name: str, graceful: bool = True) -> RunInfo:
+        run = self.get_run(name)
+        latest = run.latest
+        if latest is None or latest.state not in ACTIVE_STATUSES:
+            raise ConfigError(f"run {name!r} is not active (status {run.status})")
+        handle = self._handle(run, latest.index)
+        self.clusters.provider(latest.cluster).stop(handle, graceful=graceful)
+        details = {"resumption": latest.index, "graceful": graceful}
+        if self.registry.transition(run.id, latest.index, latest.state, "stopping", "stopping", details):
+            self.emit(name, "stopping", details)
+        return self.get_run(name, reconcile=False)
+
+    def resume_run(self, name: str, cluster: str | None = None, gpus: int | None = None,
+                   nodes: int | None = None) -> RunInfo:
+        run = self.get_run(name)
+        if run.status not in RESUMABLE:
+            raise ConfigError(f"run {name!r} is {run.status}; only {', '.join(RESUMABLE)} runs can be resumed")
+        spec = parse_spec(run.spec)
+        last = run.latest
+        place = placement_for(spec, cluster or (last.cluster if last else None),
+                              gpus if gpus is not None else (last.devices if last else None),
+                              nodes or (last.nodes if last else None))
+        self._check_refs(spec, place.cluster)
+        idx = self._launch(spec, run.id, place, cause="resume")
+        self.registry.add_event(run.id, "resumed", idx, {"cluster": place.cluster, "devices": place.devices})
+        self.emit(name, "resumed", {"resumption": idx, "cluster": place.cluster, "devices": place.devices})
+        return self.get_run(name, reconcile=False)
+
+    def delete_run(self, name: str) -> None:
+        run = self.get_run(name)
+        if run.latest and run.latest.state in ACTIVE_STATUSES:
+            try:
+                self.clusters.provider(run.latest.cluster).stop(self._handle(run, run.latest.index), graceful=False)
+            except FoundryError as exc:
+                log.warning("could not stop %s before deleting: %s", name, exc.message)
+        self.registry.delete_run(name)
+        shutil.rmtree(self.paths.run_dir(name), ignore_errors=True)
+        self.emit(name, "deleted", {})
+
+    def wait(self, name: str, timeout: float | None = None, poll: float = 0.5) -> RunInfo:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self.get_run(name)
+            if run.status not in ACTIVE_STATUSES:
+                return run
+            if deadline is not None and time.monotonic() > deadline:
+                raise ProviderError(f"run {name!r} is still {run.status} after {timeout:.0f}s")
+            time.sleep(poll)
+
+    def reconcile(self, name: str | None = None) -> list[str]:
+        return _reconcile.reconcile(self, name)
+
+    # --- logs and metrics ---------------------------------------------------------------------
+    def _handle(self, run: RunInfo, idx: int) -> JobHandle:
+        data = self.registry.handle(run.id, idx)
+        if data is None:
+            raise ProviderError(f"resumption {idx} of run {run.name!r} was never launched")
+        return JobHandle(**data)
+
+    def logs(self, name: str, resumption: int | None = None, rank: int | None = None,
+             follow: bool = False) -> Iterator[str]:
+        run = self._run(name)
+        if not run.resumptions:
+            return iter(())
+        idx = run.latest.index if resumption is None else resumption
+        if not 0 <= idx < len(run.resumptions):
+            raise ConfigError(f"run {name!r} has no resumption {idx} (it has 0..{len(run.resumptions) - 1})")
+        provider = self.clusters.provider(run.resumptions[idx].cluster)
+        return (line.rstrip("\n") for line in provider.logs(self._handle(run, idx), follow=follow, rank=rank))
+
+    def follow_run(self, name: str, rank: int | None = None) -> Iterator[str]:
+        """Follow the run's logs across watchdog retries until it stops being active."""
+        idx = None
+        while True:
+            run = self.get_run(name)
+            latest = run.latest
+            if latest is None or latest.index == idx:
+                return
+            idx = latest.index
+            if idx > 0:
+                yield f"--- resumption {idx} ({latest.cause}) on {latest.cluster} ---"
+            yield from self.logs(name, resumption=idx, rank=rank, follow=True)
+            self.wait(name)
+
+    def metrics(self, name: str) -> list[dict]:
+        self._run(name)
+        path = self.paths.run_dir(name) / "metrics.jsonl"
+        out = []
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line being written right now
+        return out
+
+    # --- clusters and secrets -----------------------------------------------------------------
+    def list_clusters(self) -> list[ClusterInfo]:
+        return [self.clusters.info(n) for n in self.clusters.names()]
+
+    def create_cluster(self, name: str, provider: str, options: dict[str, Any] | None = None) -> ClusterInfo:
+        self.clusters.add(name, provider, options)
+        return self.clusters.info(name)
+
+    def delete_cluster(self, name: str) -> None:
+        self.clusters.remove(name)
+
+    def list_secrets(self) -> list[SecretInfo]:
+        return self.secrets.list()
+
+    def create_secret(self, name: str, kind: str, values: dict[str, str]) -> SecretInfo:
+        return self.secrets.create(name, kind, values)
+
+    def delete_secret(self, name: str) -> None:
+        self.secrets.delete(name)
+
+    def secret_types(self) -> list[Any]:
+        return [reg.value for reg in secret_type_registry().items.values()]
+
+    # --- plugin hook --------------------------------------------------------------------------
+    def emit(self, run_name: str, event: str, details: dict) -> None:
+        """Tell every on_run_event observer; a failing one is logged and skipped (plugins.manager)."""
+        notify_run_event(run_name, event, details)
+
+
+def _handle_dict(handle: JobHandle) -> dict:
+    return {"provider": handle.provider, "cluster": handle.cluster, "job_id": handle.job_id,
+            "data": handle.data}

@@ -1,0 +1,82 @@
+"""The watchdog step: refresh active resumptions from their providers; relaunch lost runs.
+
+A resumption whose job died of a system failure (JobState.LOST: killed, node lost, preempted) is
+relaunched as a new resumption (cause "retry") while the run has retries left
+(scheduling.max_retries); the trainer's autoresume continues from the latest checkpoint. A job that
+failed on its own error (FAILED) is never retried; neither is one the user stopped. State changes are
+compare-and-set in the registry, so concurrent reconcilers (two CLIs, the TUI, `foundry watch`) act
+on each transition exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from foundry.plugins.compute import JobHandle, JobState
+from foundry.plugins.errors import FoundryError
+
+from .models import ACTIVE_STATUSES
+
+if TYPE_CHECKING:
+    from .plane import ControlPlane
+
+log = logging.getLogger("foundry.control")
+
+
+def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
+    """Returns one line per action taken (for `foundry watch` and tests)."""
+    from foundry.app.runspec import parse_spec
+
+    from .launch import placement_for
+
+    actions: list[str] = []
+    runs = [cp.registry.get_run(name, events=False)] if name else cp.registry.list_runs()
+    for run in runs:
+        if run is None or run.latest is None or run.latest.state not in ACTIVE_STATUSES:
+            continue
+        res = run.latest
+        handle_data = cp.registry.handle(run.id, res.index)
+        if handle_data is None:  # being launched by another process right now
+            continue
+        try:
+            provider = cp.clusters.provider(res.cluster)
+            status = provider.status(JobHandle(**handle_data))
+        except FoundryError as exc:
+            log.warning("cannot observe %s: %s", run.name, exc.message)
+            continue
+        state = status.state.value
+        if state == res.state or state == JobState.UNKNOWN.value:
+            continue
+        if not status.state.terminal:
+            if res.state == "stopping":
+                continue  # the provider still sees it running: the stop is in flight
+            if cp.registry.transition(run.id, res.index, res.state, state, state, {"resumption": res.index}):
+                cp.emit(run.name, state, {"resumption": res.index, "cluster": res.cluster})
+            continue
+        stopped_by_user = res.state == "stopping" and status.state in (JobState.FAILED, JobState.LOST)
+        if stopped_by_user:
+            state = "stopped"
+        details = {"resumption": res.index, "cluster": res.cluster, "exit_code": status.exit_code,
+                   "reason": status.reason}
+        if not cp.registry.transition(run.id, res.index, res.state, state, state, details,
+                                      ended_at=time.time(), exit_code=status.exit_code,
+                                      exit_reason=status.reason):
+            continue  # another reconciler got there first
+        cp.emit(run.name, state, details)
+        actions.append(f"{run.name}: resumption {res.index} {state}")
+        if state == JobState.LOST.value and run.retries_used < run.max_retries:
+            spec = parse_spec(run.spec)
+            place = placement_for(spec, res.cluster, res.devices, res.nodes)
+            try:
+                idx = cp._launch(spec, run.id, place, cause="retry")
+            except FoundryError as exc:
+                actions.append(f"{run.name}: retry failed: {exc.message}")
+                continue
+            retry = {"resumption": idx, "cluster": res.cluster,
+                     "attempt": run.retries_used + 1, "max_retries": run.max_retries}
+            cp.registry.add_event(run.id, "retried", idx, retry)
+            cp.emit(run.name, "retried", retry)
+            actions.append(f"{run.name}: retried as resumption {idx}")
+    return actions

@@ -1,0 +1,240 @@
+"""The run registry: SQLite in FOUNDRY_HOME, safe for many CLIs at once and for a CLI killed mid-write.
+
+WAL journal, a busy timeout, and every write in one `BEGIN IMMEDIATE` transaction: a process killed
+mid-transaction leaves no partial row (SQLite rolls the journal back), and two writers queue on the
+database lock instead of failing. State transitions are compare-and-set (`transition`) so that two
+reconcilers never both act on the same resumption. Nothing secret is ever stored here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from foundry.plugins.errors import ConfigError
+
+from .models import Resumption, RunEvent, RunInfo
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    max_retries INTEGER NOT NULL DEFAULT 0,
+    retries_used INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS resumptions (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    cluster TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    devices INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    handle TEXT,
+    job_id TEXT,
+    started_at REAL,
+    ended_at REAL,
+    exit_code INTEGER,
+    exit_reason TEXT,
+    resumed_from TEXT,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    time REAL NOT NULL,
+    event TEXT NOT NULL,
+    resumption INTEGER,
+    details TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
+"""
+
+_RES_COLS = ("idx", "cluster", "provider", "nodes", "devices", "state", "cause", "handle", "job_id",
+             "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from")
+
+
+class Registry:
+    def __init__(self, path: str | Path, timeout: float = 30.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+        with self.write() as db:
+            for stmt in SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken with the write lock up front (no upgrade deadlocks)."""
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            yield db
+        finally:
+            db.close()
+
+    # --- runs ---------------------------------------------------------------------------------
+    def create_run(self, name: str, spec: dict[str, Any], max_retries: int) -> str:
+        run_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        with self.write() as db:
+            if db.execute("SELECT 1 FROM runs WHERE name=?", (name,)).fetchone():
+                raise ConfigError(f"a run named {name!r} already exists",
+                                  hint=f"pick another name (--name), or `foundry delete run {name}`")
+            db.execute(
+                "INSERT INTO runs (id, name, spec, status, max_retries, created_at, updated_at)"
+                " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+                (run_id, name, json.dumps(spec), max_retries, now, now),
+            )
+            _event(db, run_id, "created", None, {})
+        return run_id
+
+    def run_id(self, name: str) -> str | None:
+        with self.read() as db:
+            row = db.execute("SELECT id FROM runs WHERE name=?", (name,)).fetchone()
+        return row["id"] if row else None
+
+    def get_run(self, name: str, events: bool = True) -> RunInfo | None:
+        with self.read() as db:
+            row = db.execute("SELECT * FROM runs WHERE name=?", (name,)).fetchone()
+            if row is None:
+                return None
+            return _run_info(db, row, events)
+
+    def list_runs(self) -> list[RunInfo]:
+        with self.read() as db:
+            rows = db.execute("SELECT * FROM runs ORDER BY created_at DESC").fetchall()
+            return [_run_info(db, row, False) for row in rows]
+
+    def delete_run(self, name: str) -> bool:
+        with self.write() as db:
+            return db.execute("DELETE FROM runs WHERE name=?", (name,)).rowcount > 0
+
+    def set_status(self, run_id: str, status: str, *, retry: bool = False) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE runs SET status=?, updated_at=?, retries_used=retries_used+? WHERE id=?",
+                (status, time.time(), int(retry), run_id),
+            )
+
+    # --- resumptions --------------------------------------------------------------------------
+    def add_resumption(self, run_id: str, *, cluster: str, provider: str, nodes: int, devices: int,
+                       cause: str, resumed_from: str | None = None, retry: bool = False) -> int:
+        with self.write() as db:
+            row = db.execute("SELECT COALESCE(MAX(idx), -1) + 1 AS n FROM resumptions WHERE run_id=?",
+                             (run_id,)).fetchone()
+            idx = row["n"]
+            db.execute(
+                "INSERT INTO resumptions (run_id, idx, cluster, provider, nodes, devices, state, cause,"
+                " started_at, resumed_from) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+                (run_id, idx, cluster, provider, nodes, devices, cause, time.time(), resumed_from),
+            )
+            db.execute("UPDATE runs SET status='pending', updated_at=?, retries_used=retries_used+?"
+                       " WHERE id=?", (time.time(), int(retry), run_id))
+        return idx
+
+    def update_resumption(self, run_id: str, idx: int, **fields: Any) -> None:
+        if "handle" in fields and not isinstance(fields["handle"], (str, type(None))):
+            fields["handle"] = json.dumps(fields["handle"])
+        sets = ", ".join(f"{k}=?" for k in fields)
+        with self.write() as db:
+            db.execute(f"UPDATE resumptions SET {sets} WHERE run_id=? AND idx=?",
+                       (*fields.values(), run_id, idx))
+
+    def transition(self, run_id: str, idx: int, expect: str, new: str, event: str | None = None,
+                   details: dict | None = None, **fields: Any) -> bool:
+        """Compare-and-set a resumption's state; record the run status and an event if it moved."""
+        fields["state"] = new
+        sets = ", ".join(f"{k}=?" for k in fields)
+        with self.write() as db:
+            moved = db.execute(
+                f"UPDATE resumptions SET {sets} WHERE run_id=? AND idx=? AND state=?",
+                (*fields.values(), run_id, idx, expect),
+            ).rowcount
+            if moved:
+                db.execute("UPDATE runs SET status=?, updated_at=? WHERE id=?", (new, time.time(), run_id))
+                if event:
+                    _event(db, run_id, event, idx, details or {})
+        return bool(moved)
+
+    def handle(self, run_id: str, idx: int) -> dict | None:
+        with self.read() as db:
+            row = db.execute("SELECT handle FROM resumptions WHERE run_id=? AND idx=?", (run_id, idx)).fetchone()
+        return json.loads(row["handle"]) if row and row["handle"] else None
+
+    # --- events -------------------------------------------------------------------------------
+    def add_event(self, run_id: str, event: str, resumption: int | None = None,
+                  details: dict | None = None) -> None:
+        with self.write() as db:
+            _event(db, run_id, event, resumption, details or {})
+
+    def integrity_ok(self) -> bool:
+        with self.read() as db:
+            return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _event(db: sqlite3.Connection, run_id: str, event: str, resumption: int | None, details: dict) -> None:
+    db.execute("INSERT INTO events (run_id, time, event, resumption, details) VALUES (?, ?, ?, ?, ?)",
+               (run_id, time.time(), event, resumption, json.dumps(details, default=str)))
+
+
+def _run_info(db: sqlite3.Connection, row: sqlite3.Row, events: bool) -> RunInfo:
+    res_rows = db.execute(f"SELECT {', '.join(_RES_COLS)} FROM resumptions WHERE run_id=? ORDER BY idx",
+                          (row["id"],)).fetchall()
+    resumptions = [
+        Resumption(index=r["idx"], cluster=r["cluster"], provider=r["provider"], nodes=r["nodes"],
+                   devices=r["devices"], state=r["state"], job_id=r["job_id"], started_at=r["started_at"],
+                   ended_at=r["ended_at"], exit_code=r["exit_code"], exit_reason=r["exit_reason"],
+                   resumed_from=r["resumed_from"], cause=r["cause"])
+        for r in res_rows
+    ]
+    evs = []
+    if events:
+        evs = [RunEvent(time=e["time"], event=e["event"], resumption=e["resumption"],
+                        details=json.loads(e["details"]))
+               for e in db.execute("SELECT * FROM events WHERE run_id=? ORDER BY id", (row["id"],))]
+    spec = json.loads(row["spec"])
+    latest = resumptions[-1] if resumptions else None
+    compute = spec.get("compute", {})
+    return RunInfo(
+        name=row["name"], id=row["id"], status=row["status"],
+        cluster=latest.cluster if latest else compute.get("cluster") or "local",
+        nodes=latest.nodes if latest else compute.get("nodes", 1),
+        devices=latest.devices if latest else compute.get("gpus") or 1,
+        created_at=row["created_at"], updated_at=row["updated_at"], max_retries=row["max_retries"],
+        retries_used=row["retries_used"], spec=spec, resumptions=resumptions, events=evs,
+    )

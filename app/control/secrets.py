@@ -1,0 +1,134 @@
+"""Stored secrets: one JSON file per secret in FOUNDRY_HOME/secrets, mode 0600, directory 0700.
+
+Values leave this module only as a SecretInjection for a job (env vars / mounted files, per the
+secret type registered through `register_secret_types`). Listing shows names, kinds, field names
+and the values of non-secret fields (endpoint, region) only. Error messages never quote values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from foundry.plugins.errors import ConfigError, CredentialsError
+from foundry.plugins.manager import secret_type_registry
+from foundry.plugins.secrets import SecretInjection, SecretType
+
+from .models import SecretInfo
+
+SECRET_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def secret_type(kind: str) -> SecretType:
+    reg = secret_type_registry().get(kind)
+    if reg is None:
+        kinds = ", ".join(secret_type_registry().names())
+        raise ConfigError(f"unknown secret type {kind!r}", hint=f"installed types: {kinds}")
+    return reg.value
+
+
+class SecretStore:
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+
+    def _path(self, name: str) -> Path:
+        return self.dir / f"{name}.json"
+
+    def _ensure_dir(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+
+    def create(self, name: str, kind: str, values: dict[str, str], overwrite: bool = False) -> SecretInfo:
+        if not SECRET_NAME_RE.match(name):
+            raise ConfigError(f"invalid secret name {name!r}",
+                              hint="use lowercase letters, digits and '-', at most 63 characters")
+        stype = secret_type(kind)
+        known = {f.name for f in stype.fields}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"secret type {kind!r} has no field(s) {', '.join(unknown)}",
+                              hint=f"fields: {', '.join(f.name for f in stype.fields)}")
+        values = {k: str(v) for k, v in values.items() if v is not None and str(v) != ""}
+        missing = [f.name for f in stype.fields if f.required and f.name not in values]
+        if missing:
+            raise ConfigError(f"secret type {kind!r} needs {', '.join(missing)}")
+        self._ensure_dir()
+        path = self._path(name)
+        if path.exists() and not overwrite:
+            raise ConfigError(f"a secret named {name!r} already exists",
+                              hint=f"`foundry delete secret {name}` first")
+        record = {"name": name, "kind": kind, "created_at": time.time(), "values": values}
+        tmp = self.dir / f".{name}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return self._info(record, stype)
+
+    def _read(self, name: str) -> dict:
+        try:
+            return json.loads(self._path(name).read_text())
+        except FileNotFoundError:
+            raise CredentialsError(f"no secret named {name!r}",
+                                   hint="`foundry get secrets` lists them; `foundry create secret` adds one") from None
+        except (OSError, ValueError):
+            raise CredentialsError(f"secret {name!r} is unreadable or corrupt",
+                                   hint=f"recreate it: `foundry delete secret {name}` then `foundry create secret`") from None
+
+    def _info(self, record: dict, stype: SecretType | None) -> SecretInfo:
+        public = {}
+        if stype is not None:
+            public = {f.name: record["values"][f.name] for f in stype.fields
+                      if not f.secret and f.name in record["values"]}
+        return SecretInfo(name=record["name"], kind=record["kind"], created_at=record["created_at"],
+                          fields=sorted(record["values"]), public=public)
+
+    def list(self) -> list[SecretInfo]:
+        if not self.dir.exists():
+            return []
+        infos = []
+        for path in sorted(self.dir.glob("*.json")):
+            record = self._read(path.stem)
+            reg = secret_type_registry().get(record["kind"])
+            infos.append(self._info(record, reg.value if reg else None))
+        return infos
+
+    def exists(self, name: str) -> bool:
+        return self._path(name).exists()
+
+    def delete(self, name: str) -> None:
+        try:
+            self._path(name).unlink()
+        except FileNotFoundError:
+            raise ConfigError(f"no secret named {name!r}") from None
+
+    def injection(self, name: str) -> SecretInjection:
+        record = self._read(name)
+        return secret_type(record["kind"]).inject(name, dict(record["values"]))
+
+    def secret_values(self, names: list[str]) -> list[str]:
+        """The secret (masked) values of these secrets, for scrubbing plans and messages."""
+        out = []
+        for name in names:
+            record = self._read(name)
+            reg = secret_type_registry().get(record["kind"])
+            secret_fields = {f.name for f in reg.value.fields if f.secret} if reg else set(record["values"])
+            out += [v for k, v in record["values"].items() if k in secret_fields and v]
+        return out
+
+
+def mask(text: str, values: list[str]) -> str:
+    for value in sorted(set(values), key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text

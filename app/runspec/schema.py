@@ -1,0 +1,144 @@
+"""The run spec schema (pydantic): what a `run.yaml` may say, and nothing else.
+
+The modern form (mcli's newer shape):
+
+    name: tiny-gpt
+    image: python:3.11              # containers on kubernetes/clouds; ignored by local and slurm
+    command: python -m foundry.examples.gpt.train    # or a list (argv); or omit and give `parameters`
+    parameters: {...}               # trainer config, passed to the job as FOUNDRY_PARAMETERS (YAML)
+    compute: {cluster: local, gpus: 2, nodes: 1, gpu_type: a100, instance: ...}
+    env_variables: {KEY: value}
+    secrets: [r2-creds]             # names of stored secrets, injected per their type
+    integrations:
+      - {integration_type: git_repo, git_repo: org/repo, git_branch: main, pip_install: -e .}
+      - {integration_type: pip_packages, packages: [numpy]}
+    scheduling: {max_retries: 2, priority: medium}
+
+`command` runs once per process (rank) under torchrun, with RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT set; integrations run once per node before it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Compute(_Strict):
+    cluster: str | None = None
+    gpus: int | None = Field(default=None, ge=0)     # total devices; on CPU clusters, processes
+    nodes: int = Field(default=1, ge=1)
+    gpu_type: str | None = None
+    instance: str | None = None
+
+    @model_validator(mode="after")
+    def _divisible(self) -> "Compute":
+        if self.gpus and self.gpus % self.nodes:
+            raise ValueError(f"gpus ({self.gpus}) must be a multiple of nodes ({self.nodes})")
+        return self
+
+    @property
+    def devices(self) -> int:
+        return max(self.gpus or 1, self.nodes)
+
+    @property
+    def procs_per_node(self) -> int:
+        return self.devices // self.nodes
+
+
+class GitRepo(_Strict):
+    integration_type: Literal["git_repo"]
+    git_repo: str
+    git_branch: str | None = None
+    git_commit: str | None = None
+    path: str | None = None
+    pip_install: str | None = None
+    ssh_clone: bool = False
+
+    def setup_commands(self) -> list[str]:
+        url = self.git_repo
+        if "://" not in url and not url.startswith("git@") and url.count("/") == 1:
+            url = f"git@github.com:{url}.git" if self.ssh_clone else f"https://github.com/{url}.git"
+        path = self.path or url.rstrip("/").split("/")[-1].removesuffix(".git")
+        branch = f" --branch {self.git_branch}" if self.git_branch else ""
+        cmds = [f"[ -d {path} ] || git clone{branch} {url} {path}"]
+        if self.git_commit:
+            cmds.append(f"git -C {path} checkout {self.git_commit}")
+        if self.pip_install:
+            cmds.append(f"(cd {path} && python -m pip install {self.pip_install})")
+        return cmds
+
+
+class PipPackages(_Strict):
+    integration_type: Literal["pip_packages"]
+    packages: list[str] = Field(min_length=1)
+
+    def setup_commands(self) -> list[str]:
+        return ["python -m pip install " + " ".join(self.packages)]
+
+
+Integration = Annotated[Union[GitRepo, PipPackages], Field(discriminator="integration_type")]
+
+
+class Scheduling(_Strict):
+    max_retries: int = Field(default=0, ge=0, le=100)
+    priority: Literal["low", "medium", "high"] = "medium"
+
+
+class RunSpec(_Strict):
+    name: str
+    image: str | None = None
+    command: str | list[str] | None = None
+    parameters: dict[str, Any] | None = None
+    compute: Compute = Field(default_factory=Compute)
+    env_variables: dict[str, str] = Field(default_factory=dict)
+    secrets: list[str] = Field(default_factory=list)
+    integrations: list[Integration] = Field(default_factory=list)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid run name: use lowercase letters, digits and '-', "
+                "start and end with a letter or digit, at most 63 characters"
+            )
+        return value
+
+    @field_validator("env_variables", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        if isinstance(value, list):  # mcli's older [{key, value}] form
+            out = {}
+            for item in value:
+                if not isinstance(item, dict) or set(item) - {"key", "value", "name"} or "value" not in item:
+                    raise ValueError("each env_variables item must be {key: NAME, value: VALUE}")
+                out[str(item.get("key", item.get("name")))] = item["value"]
+            value = out
+        if isinstance(value, dict):
+            bad = [k for k in value if not ENV_KEY_RE.match(str(k))]
+            if bad:
+                raise ValueError(f"invalid environment variable name(s): {', '.join(map(str, bad))}")
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _has_work(self) -> "RunSpec":
+        if self.command is None and self.parameters is None:
+            raise ValueError("give a `command` (what to run) or `parameters` (a trainer config)")
+        if isinstance(self.command, str) and not self.command.strip():
+            raise ValueError("`command` is empty")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,199 @@
+"""The `local` compute provider: detached torchrun jobs on this machine, the embedded default.
+
+launch() starts `local_job` (setup steps, then torchrun over per-rank wrappers) in a new session, so
+the job outlives the CLI. Everything about a job lives in its job dir (JobRequest.log_dir):
+  job.json, pid            what was launched, and the launcher's pid + start time
+  job.log                  launcher output and every rank's output prefixed "[rank N]"
+  ranks/rank-N.log|.exit   one process's output and exit status
+  exit.json                the final state, written by the launcher
+  secrets/                 the job's secret files (0600), relocated from their /foundry/secrets paths
+Status comes from exit.json, else from the launcher process (gone without exit.json: LOST).
+stop(graceful) sends SIGTERM to the launcher's process group (torchrun forwards it to the ranks; the
+trainer checkpoints and exits 75 -> PAUSED); stop(graceful=False) SIGKILLs the whole tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
+from foundry.plugins.errors import ProviderError
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, cluster_config: dict[str, Any] | None = None):
+        self.config = dict(cluster_config or {})
+        self.cluster = self.config.get("name", "local")
+        self.capabilities = Capabilities(multi_node=False, gpus=bool(self.config.get("gpus", False)),
+                                         preemption_notice=False, graceful_stop=True, max_nodes=1)
+
+    # --- planning -----------------------------------------------------------------------------
+    def _job_dir(self, request: JobRequest) -> Path:
+        if request.log_dir:
+            return Path(request.log_dir)
+        base = Path(self.config.get("jobs_dir") or Path.home() / ".cache" / "foundry-local-jobs")
+        return base / f"{request.run_name}-{request.resumption}"
+
+    def dryrun(self, request: JobRequest) -> Plan:
+        if request.nodes != 1:
+            raise ProviderError(f"the local provider runs on one node (asked for {request.nodes})",
+                                hint="use nodes: 1, or a slurm/kubernetes cluster")
+        job_dir = self._job_dir(request)
+        torchrun = (f"torchrun --standalone --nnodes=1 --nproc_per_node={request.procs_per_node} "
+                    f"--no-python {shlex.join(request.command)}")
+        setup = request.extra.get("setup_commands", [])
+        artifacts = {"command": torchrun, "job_dir": str(job_dir)}
+        if setup:
+            artifacts["setup"] = "\n".join(setup)
+        summary = f"local: {request.procs_per_node} process(es) under torchrun on this machine, logs in {job_dir}"
+        return Plan(provider=self.name, request=request, summary=summary, artifacts=artifacts)
+
+    # --- launching ----------------------------------------------------------------------------
+    def _place_secret_files(self, request: JobRequest, job_dir: Path) -> dict[str, str]:
+        env = dict(request.env)
+        if not request.secret_files:
+            return env
+        root = job_dir / "secrets"
+        root.mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+        for mount in request.secret_files:
+            target = root / mount.path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mount.mode)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(mount.content)
+            env = {k: v.replace(mount.path, str(target)) for k, v in env.items()}
+        return env
+
+    def launch(self, plan: Plan) -> JobHandle:
+        request = plan.request
+        job_dir = self._job_dir(request)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        job_id = f"local-{uuid.uuid4().hex[:8]}"
+        job = {"job_id": job_id, "run_name": request.run_name, "nprocs": request.procs_per_node,
+               "command": request.command, "setup_commands": request.extra.get("setup_commands", [])}
+        (job_dir / "job.json").write_text(json.dumps(job, indent=2))
+        env = {**os.environ, **self._place_secret_files(request, job_dir)}
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        cwd = request.workdir or self.config.get("workdir") or str(job_dir)
+        with open(job_dir / "job.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "foundry.backends.compute.local_job", str(job_dir)],
+                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True,
+            )
+        created = _create_time(proc.pid)
+        (job_dir / "pid").write_text(f"{proc.pid} {created}")
+        return JobHandle(provider=self.name, cluster=self.cluster, job_id=job_id,
+                         data={"job_dir": str(job_dir), "pid": proc.pid, "create_time": created})
+
+    # --- observing ----------------------------------------------------------------------------
+    def _alive(self, handle: JobHandle) -> bool:
+        pid = handle.data.get("pid")
+        if not pid:
+            return False
+        created = _create_time(pid)
+        if created is None:
+            return False
+        try:
+            import psutil
+
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(pid, os.WNOHANG)  # our own child (tests, SDK): reap it
+                return False
+        except Exception:
+            pass
+        return abs(created - float(handle.data.get("create_time") or created)) < 1.0
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        job_dir = Path(handle.data["job_dir"])
+        exit_file = job_dir / "exit.json"
+        if exit_file.exists():
+            record = json.loads(exit_file.read_text())
+            return JobStatus(JobState(record["state"]), record.get("exit_code"), record.get("reason"), nodes=1)
+        if self._alive(handle):
+            state = JobState.STOPPING if (job_dir / "stop-requested").exists() else JobState.RUNNING
+            return JobStatus(state, nodes=1)
+        if exit_file.exists():  # written between the two checks
+            return self.status(handle)
+        return JobStatus(JobState.LOST, 137, "the job's launcher process disappeared", nodes=1)
+
+    def logs(self, handle: JobHandle, follow: bool = False, rank: int | None = None) -> Iterator[str]:
+        job_dir = Path(handle.data["job_dir"])
+        path = job_dir / "job.log" if rank is None else job_dir / "ranks" / f"rank-{rank}.log"
+        return _tail(path, follow, lambda: self.status(handle).state.terminal)
+
+    def stop(self, handle: JobHandle, graceful: bool = True) -> None:
+        job_dir = Path(handle.data["job_dir"])
+        (job_dir / "stop-requested").write_text(str(time.time()))
+        if not self._alive(handle):
+            return
+        pid = int(handle.data["pid"])
+        try:
+            os.killpg(pid, signal.SIGTERM if graceful else signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        if not graceful:  # ranks live in torchrun's sessions: kill them too
+            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):
+                try:
+                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                except (ProcessLookupError, ValueError, PermissionError):
+                    pass
+
+    def list(self) -> list[JobHandle]:
+        return []  # jobs are found through the run registry's handles
+
+    def describe(self) -> dict[str, Any]:
+        return {"devices": os.cpu_count(), "nodes": 1, "state": "ready"}
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:
+        return None
+
+
+def _tail(path: Path, follow: bool, finished, poll: float = 0.2) -> Iterator[str]:
+    """Lines of `path`; with follow, keep reading until `finished()` and the file is drained."""
+    while follow and not path.exists():
+        if finished():
+            break
+        time.sleep(poll)
+    if not path.exists():
+        return
+    with open(path, "r", errors="replace") as fh:
+        partial = ""
+        while True:
+            chunk = fh.readline()
+            if chunk:
+                partial += chunk
+                if partial.endswith("\n"):
+                    yield partial.rstrip("\n")
+                    partial = ""
+                continue
+            if not follow:
+                break
+            if finished():
+                rest = fh.read()
+                for line in (partial + rest).splitlines():
+                    yield line
+                return
+            time.sleep(poll)
+        if partial:
+            yield partial

@@ -1,0 +1,85 @@
+"""The detached launcher of one local job: setup steps, torchrun, and the job's exit record.
+
+    python -m foundry.backends.compute.local_job JOB_DIR        (started by LocalProvider.launch)
+
+Reads JOB_DIR/job.json (no secrets: those arrive in the environment), runs the setup commands once,
+then `torchrun --standalone --nproc_per_node=N` over `local_rank` wrappers, and finally writes
+JOB_DIR/exit.json {exit_code, state, reason} from the ranks' exit codes:
+  - a rank exited with its own non-zero code (not 75)              -> failed (never retried)
+  - a rank was SIGKILLed or vanished without an exit record        -> lost (retry-eligible)
+  - every rank exited 0                                            -> completed
+  - ranks exited 75 (PAUSED_EXIT_CODE), others 0/75/SIGTERM        -> paused
+  - ranks ended by SIGTERM nobody asked for                        -> lost
+SIGTERM to this process group (a graceful stop) reaches torchrun, which forwards it to the ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from foundry.plugins.compute import PAUSED_EXIT_CODE
+
+from .local_rank import write_atomic
+
+
+def classify(codes: dict[int, int | None], nprocs: int, stop_requested: bool) -> tuple[str, int, str]:
+    """(state, exit_code, reason) of a job from its ranks' exit codes (None: no record)."""
+    all_codes = [codes.get(r) for r in range(nprocs)]
+    own = [(r, c) for r, c in enumerate(all_codes) if c is not None and c > 0 and c != PAUSED_EXIT_CODE]
+    if own:
+        rank, code = own[0]
+        return "failed", code, f"rank {rank} exited with code {code}"
+    killed = [r for r, c in enumerate(all_codes) if c is None or c == -signal.SIGKILL]
+    if killed and not stop_requested:
+        return "lost", 137, f"rank {killed[0]} was killed (SIGKILL or vanished)"
+    if all(c == 0 for c in all_codes):
+        return "completed", 0, "all ranks exited 0"
+    if any(c == PAUSED_EXIT_CODE for c in all_codes):
+        return "paused", PAUSED_EXIT_CODE, "paused after a checkpoint"
+    signals = sorted({-c for c in all_codes if c is not None and c < 0})
+    names = ", ".join(signal.Signals(s).name for s in signals) or "a signal"
+    if stop_requested:
+        return "failed", 128 + (signals[0] if signals else 15), f"stopped ({names}) without a checkpoint"
+    return "lost", 128 + (signals[0] if signals else 9), f"terminated by {names}"
+
+
+def main(job_dir: Path) -> int:
+    job = json.loads((job_dir / "job.json").read_text())
+    stop_flag = job_dir / "stop-requested"
+    signal.signal(signal.SIGTERM, lambda *_: None)  # torchrun (same group) handles the stop
+    signal.signal(signal.SIGINT, lambda *_: None)
+    print(f"[launcher] {time.strftime('%H:%M:%S')} job {job['job_id']}: {job['nprocs']} process(es)", flush=True)
+    for line in job.get("setup_commands", []):
+        print(f"[setup] {line}", flush=True)
+        rc = subprocess.call(["bash", "-c", line], stdin=subprocess.DEVNULL)
+        if rc != 0:
+            write_atomic(job_dir / "exit.json", json.dumps(
+                {"state": "failed", "exit_code": rc, "reason": f"setup step failed ({rc}): {line}"}))
+            return 1
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+           f"--nproc_per_node={job['nprocs']}", "--max-restarts=0", "--no-python",
+           sys.executable, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--",
+           *job["command"]]
+    print(f"[launcher] {time.strftime('%H:%M:%S')} starting torchrun", flush=True)
+    rc = subprocess.call(cmd, stdin=subprocess.DEVNULL)
+    codes: dict[int, int | None] = {}
+    for rank in range(job["nprocs"]):
+        path = job_dir / "ranks" / f"rank-{rank}.exit"
+        codes[rank] = int(path.read_text()) if path.exists() else None
+    if rc != 0 and all(c is None for c in codes.values()) and not stop_flag.exists():
+        state, code, reason = "failed", rc, f"torchrun exited {rc} before starting the ranks"
+    else:
+        state, code, reason = classify(codes, job["nprocs"], stop_flag.exists())
+    write_atomic(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
+                                                    "ranks": codes}))
+    print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

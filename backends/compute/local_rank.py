@@ -1,0 +1,71 @@
+"""Per-process wrapper under torchrun (local provider): logs and the exact exit code of one rank.
+
+    python -m foundry.backends.compute.local_rank JOB_DIR -- COMMAND...
+
+Runs COMMAND, writes its output to JOB_DIR/ranks/rank-N.log and (prefixed "[rank N]") to stdout,
+forwards SIGTERM/SIGINT to it, and writes its exit status to JOB_DIR/ranks/rank-N.exit (negative:
+killed by that signal). Both this wrapper and COMMAND die with their parent (PR_SET_PDEATHSIG), so
+killing the job's launcher never leaves orphan ranks behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    job_dir = Path(argv[0])
+    command = argv[2:] if len(argv) > 1 and argv[1] == "--" else argv[1:]
+    rank = int(os.environ.get("RANK", "0"))
+    ranks = job_dir / "ranks"
+    ranks.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    write_atomic(ranks / f"rank-{rank}.pid", str(child.pid))
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    prefix = f"[rank {rank}] ".encode()
+    with open(ranks / f"rank-{rank}.log", "ab", buffering=0) as log:
+        assert child.stdout is not None
+        for line in iter(child.stdout.readline, b""):
+            log.write(line)
+            try:
+                sys.stdout.buffer.write(prefix + line)
+                sys.stdout.buffer.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+    code = child.wait()
+    write_atomic(ranks / f"rank-{rank}.exit", str(code))
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
