@@ -1,0 +1,89 @@
+"""`ndarray`, `ndarray:DTYPE`, `ndarray:DTYPE:D0,D1,...`: numpy arrays, fixed-size iff dtype+shape.
+
+Payload: [dtype code byte, if dtype not fixed][shape header, if shape not fixed][values, C order].
+Shape header: one byte `(ndim << 2) | w` (w: 0=u8, 1=u16, 2=u32, 3=u64), then ndim dims of that width.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from foundry.plugins.errors import DataError
+
+from .encodings import Encoding, register_encoding
+
+CODE_TO_DTYPE = {8: "uint8", 9: "int8", 16: "uint16", 17: "int16", 18: "float16", 32: "uint32",
+                 33: "int32", 34: "float32", 64: "uint64", 65: "int64", 66: "float64"}
+DTYPE_TO_CODE = {v: k for k, v in CODE_TO_DTYPE.items()}
+_WIDTHS = {0: "<u1", 1: "<u2", 2: "<u4", 3: "<u8"}
+
+
+class NDArray(Encoding):
+    def __init__(self, dtype: str | None = None, shape: tuple[int, ...] | None = None):
+        if dtype is not None and dtype not in DTYPE_TO_CODE:
+            raise ValueError(f"unsupported dtype {dtype!r}")
+        if shape is not None and (not shape or any(d < 1 for d in shape)):
+            raise ValueError("every dimension must be at least 1")
+        self.dtype = dtype
+        self.np_dtype = np.dtype(dtype) if dtype else None
+        self.shape = shape
+        self.count = int(np.prod(shape)) if shape else None
+        self.size = self.count * self.np_dtype.itemsize if dtype and shape else None
+
+    @classmethod
+    def from_config(cls, config: str | None) -> "NDArray":
+        if not config:
+            return cls()
+        args = config.split(":")
+        if len(args) > 2:
+            raise ValueError("expected ndarray[:DTYPE[:D0,D1,...]]")
+        shape = tuple(int(d) for d in args[1].split(",")) if len(args) == 2 else None
+        return cls(args[0], shape)
+
+    def encode(self, obj: Any) -> bytes:
+        if not isinstance(obj, np.ndarray):
+            raise self._type_error(obj, "a numpy array")
+        code = DTYPE_TO_CODE.get(obj.dtype.name)
+        if code is None:
+            raise DataError(f"unsupported ndarray dtype {obj.dtype.name}")
+        parts = []
+        if self.dtype is None:
+            parts.append(bytes([code]))
+        elif obj.dtype.name != self.dtype:
+            raise DataError(f"wrong dtype for {self.name!r}: got {obj.dtype.name}")
+        if obj.size == 0:
+            raise DataError("cannot encode an ndarray with no elements")
+        if self.shape is None:
+            ndim = obj.ndim
+            if ndim == 0:
+                raise DataError("cannot encode a 0-d array as ndarray; use a scalar encoding")
+            if ndim >= 64:
+                raise DataError(f"ndarray has too many axes ({ndim}, at most 63)")
+            biggest = max(obj.shape)
+            width = 0 if biggest < 1 << 8 else 1 if biggest < 1 << 16 else 2 if biggest < 1 << 32 else 3
+            parts.append(bytes([(ndim << 2) | width]))
+            parts.append(np.array(obj.shape, _WIDTHS[width]).tobytes())
+        elif obj.shape != self.shape:
+            raise DataError(f"wrong shape for {self.name!r}: expected {self.shape}, got {obj.shape}")
+        parts.append(obj.tobytes())
+        return b"".join(parts) if len(parts) > 1 else parts[0]
+
+    def decode(self, data: bytes) -> np.ndarray:
+        pos = 0
+        if self.dtype is not None:
+            dtype = self.np_dtype
+        else:
+            dtype = np.dtype(CODE_TO_DTYPE[data[0]])
+            pos = 1
+        if self.shape is not None:
+            return np.frombuffer(data, dtype, self.count, pos).reshape(self.shape)
+        head = data[pos]
+        ndim, width = head >> 2, head & 3
+        shape = np.frombuffer(data, _WIDTHS[width], ndim, pos + 1)
+        pos += 1 + ndim * (1 << width)
+        return np.frombuffer(data, dtype, -1, pos).reshape(shape)
+
+
+register_encoding("ndarray", NDArray.from_config)

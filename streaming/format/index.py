@@ -1,0 +1,175 @@
+"""index.json (version 2): parse into ShardInfo records, and build it back byte-for-byte.
+
+Every shard entry repeats the writer's configuration; `raw_data` / `zip_data` (and, for the split
+formats csv/tsv/xsv/json, `raw_meta` / `zip_meta`) describe the files. When a shard is compressed
+only the `zip_*` file is stored remotely.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from foundry.plugins.errors import DataError
+
+INDEX_BASENAME = "index.json"
+FORMATS = ("mds", "json", "csv", "tsv", "xsv")
+SPLIT_FORMATS = ("json", "csv", "tsv", "xsv")
+
+
+@dataclass
+class ShardFile:
+    """One stored file of a shard: what is fetched (`remote_basename`) and what is read (`raw_basename`)."""
+
+    raw_basename: str
+    raw_bytes: int
+    raw_hashes: dict[str, str]
+    zip_basename: str | None = None
+    zip_bytes: int | None = None
+    zip_hashes: dict[str, str] | None = None
+
+    @property
+    def remote_basename(self) -> str:
+        return self.zip_basename or self.raw_basename
+
+    @property
+    def remote_bytes(self) -> int:
+        return self.zip_bytes if self.zip_bytes is not None else self.raw_bytes
+
+    @property
+    def remote_hashes(self) -> dict[str, str]:
+        return self.zip_hashes if self.zip_basename else self.raw_hashes
+
+
+@dataclass
+class ShardInfo:
+    """One shard of an index.json, flattened. `entry` is the original dict, untouched."""
+
+    format: str
+    samples: int
+    compression: str | None
+    remote_basename: str
+    raw_basename: str
+    raw_bytes: int
+    zip_bytes: int | None
+    raw_hashes: dict[str, str]
+    zip_hashes: dict[str, str] | None
+    column_names: list[str]
+    column_encodings: list[str]
+    column_sizes: list[int | None]
+    entry: dict[str, Any]
+    size_limit: int | None
+    hashes: list[str] = field(default_factory=list)
+    data: ShardFile | None = None
+    meta: ShardFile | None = None  # split formats only
+
+    @property
+    def files(self) -> list[ShardFile]:
+        """Every file the shard needs locally: the data file, then the meta file if any."""
+        return [f for f in (self.data, self.meta) if f is not None]
+
+    @property
+    def remote_bytes(self) -> int:
+        return sum(f.remote_bytes for f in self.files)
+
+
+def _file(entry: dict, raw_key: str, zip_key: str, where: str) -> ShardFile:
+    raw = entry.get(raw_key)
+    if not isinstance(raw, dict) or "basename" not in raw or "bytes" not in raw:
+        raise DataError(f"{where}: missing or malformed {raw_key!r}")
+    zipped = entry.get(zip_key)
+    if zipped is not None and (not isinstance(zipped, dict) or "basename" not in zipped):
+        raise DataError(f"{where}: malformed {zip_key!r}")
+    return ShardFile(
+        raw_basename=raw["basename"],
+        raw_bytes=int(raw["bytes"]),
+        raw_hashes=dict(raw.get("hashes") or {}),
+        zip_basename=zipped["basename"] if zipped else None,
+        zip_bytes=int(zipped["bytes"]) if zipped else None,
+        zip_hashes=dict(zipped.get("hashes") or {}) if zipped else None,
+    )
+
+
+def shard_info(entry: dict[str, Any], position: int = 0) -> ShardInfo:
+    """Parse one shard entry of index.json."""
+    where = f"index.json shard {position}"
+    if not isinstance(entry, dict):
+        raise DataError(f"{where} is not an object")
+    if entry.get("version") != 2:
+        raise DataError(f"{where} has version {entry.get('version')!r}", hint="only version 2 is supported")
+    fmt = entry.get("format")
+    if fmt not in FORMATS:
+        raise DataError(f"{where} has unknown format {fmt!r}", hint=f"supported: {', '.join(FORMATS)}")
+    if not isinstance(entry.get("samples"), int) or entry["samples"] < 0:
+        raise DataError(f"{where} has no valid sample count")
+    data = _file(entry, "raw_data", "zip_data", where)
+    meta = _file(entry, "raw_meta", "zip_meta", where) if fmt in SPLIT_FORMATS else None
+    if fmt == "json":
+        columns = entry.get("columns")
+        if not isinstance(columns, dict):
+            raise DataError(f"{where} (json) has no 'columns'")
+        names = sorted(columns)
+        encodings = [columns[n] for n in names]
+        sizes: list[int | None] = [None] * len(names)
+    else:
+        names, encodings = entry.get("column_names"), entry.get("column_encodings")
+        if not isinstance(names, list) or not isinstance(encodings, list) or len(names) != len(encodings):
+            raise DataError(f"{where} has malformed column_names / column_encodings")
+        sizes = list(entry.get("column_sizes") or [None] * len(names))
+        if len(sizes) != len(names):
+            raise DataError(f"{where} has malformed column_sizes")
+    compression = entry.get("compression") or None
+    if compression and data.zip_basename is None:
+        raise DataError(f"{where} is compressed ({compression}) but has no zip_data")
+    return ShardInfo(
+        format=fmt,
+        samples=entry["samples"],
+        compression=compression,
+        remote_basename=data.remote_basename,
+        raw_basename=data.raw_basename,
+        raw_bytes=data.raw_bytes,
+        zip_bytes=data.zip_bytes,
+        raw_hashes=data.raw_hashes,
+        zip_hashes=data.zip_hashes,
+        column_names=list(names),
+        column_encodings=list(encodings),
+        column_sizes=sizes,
+        entry=entry,
+        size_limit=entry.get("size_limit"),
+        hashes=list(entry.get("hashes") or []),
+        data=data,
+        meta=meta,
+    )
+
+
+def load_index(data: bytes | str | dict) -> list[ShardInfo]:
+    """Parse index.json (bytes, text or an already-parsed dict); DataError unless version 2."""
+    if isinstance(data, (bytes, bytearray, str)):
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DataError(f"index.json is not valid JSON: {exc}") from None
+    else:
+        obj = data
+    if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
+        raise DataError("index.json has no 'shards' list", hint="is this a streaming dataset directory?")
+    if obj.get("version") != 2:
+        raise DataError(
+            f"unsupported index.json version {obj.get('version')!r}",
+            hint="Foundry reads version 2 (mosaicml-streaming >= 0.5); rewrite older datasets",
+        )
+    return [shard_info(entry, i) for i, entry in enumerate(obj["shards"])]
+
+
+def dump_index(entries: list[dict[str, Any]]) -> bytes:
+    """index.json bytes exactly as mosaicml-streaming writes them (sorted keys, default separators)."""
+    return json.dumps({"version": 2, "shards": entries}, sort_keys=True).encode("utf-8")
+
+
+def shard_basename(position: int, fmt: str, extension: str | None = None) -> str:
+    """`shard.00003.mds`, `shard.00003.json.meta` (5 digits zero-padded, more when needed)."""
+    parts = ["shard", f"{position:05}", fmt]
+    if extension:
+        parts.append(extension)
+    return ".".join(parts)

@@ -1,0 +1,215 @@
+"""Shard readers: random access to the samples of one local, uncompressed shard.
+
+`open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once; the
+offsets table is parsed once with numpy; per-sample work is a slice and the column decoders. A
+reader is picklable (the map is reopened lazily in the new process).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Any, Callable
+
+import numpy as np
+
+from foundry.plugins.errors import DataError
+
+from .encodings import get_encoding
+from .index import SPLIT_FORMATS, ShardInfo
+
+
+class ShardReader:
+    """Common part: one mmap-ed data file and a table of n+1 absolute sample offsets."""
+
+    def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
+        self.info = info
+        self.path = os.fspath(raw_path)
+        self._map: mmap.mmap | None = None
+        self._offsets: list[int] | None = None
+
+    def __len__(self) -> int:
+        return self.info.samples
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_map"] = None
+        state["_offsets"] = None
+        return state
+
+    def _open_map(self, path: str) -> mmap.mmap:
+        try:
+            with open(path, "rb") as f:
+                if os.fstat(f.fileno()).st_size == 0:
+                    raise DataError(f"shard file {path} is empty")
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:
+            raise DataError(f"shard file {path} does not exist") from None
+
+    def _read_offsets(self, buf: mmap.mmap, where: str) -> list[int]:
+        if len(buf) < 4:
+            raise DataError(f"{where} is truncated (no header)")
+        (n,) = struct.unpack_from("<I", buf, 0)
+        if n != self.info.samples:
+            raise DataError(f"{where} holds {n} samples but index.json says {self.info.samples}")
+        if len(buf) < 4 * (n + 2):
+            raise DataError(f"{where} is truncated (offsets table)")
+        offsets = np.frombuffer(buf, "<u4", n + 1, 4)
+        if n and (np.any(np.diff(offsets.astype(np.int64)) < 0)):
+            raise DataError(f"{where} has decreasing sample offsets")
+        return offsets.tolist()
+
+    def _ensure(self) -> None:
+        raise NotImplementedError
+
+    def _check_index(self, i: int) -> int:
+        n = self.info.samples
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"sample {i} out of range for shard {self.info.raw_basename} ({n} samples)")
+        return i
+
+    def get_sample_bytes(self, i: int) -> bytes:
+        """The sample's stored bytes (for MDS: the length header and column payloads)."""
+        if self._offsets is None:
+            self._ensure()
+        i = self._check_index(i)
+        return self._map[self._offsets[i]:self._offsets[i + 1]]
+
+    def get_sample(self, i: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.get_sample(i)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self.get_sample(i)
+
+    def close(self) -> None:
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a caller still holds a view; the map goes with it
+                pass
+        self._map = None
+        self._offsets = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _column_decoder(encoding: str) -> Callable[[bytes], Any]:
+    coder = get_encoding(encoding)
+    if encoding == "bytes":
+        return lambda b: b
+    return coder.decode
+
+
+class MDSShardReader(ShardReader):
+    """`uint32 n, uint32 offsets[n+1], config JSON, samples` (see MDS_FORMAT.md)."""
+
+    def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
+        super().__init__(info, raw_path)
+        names, sizes = info.column_names, info.column_sizes
+        self._decoders = [_column_decoder(e) for e in info.column_encodings]
+        nvar = sum(1 for s in sizes if s is None)
+        self._head = struct.Struct(f"<{nvar}I") if nvar else None
+        self._head_size = 4 * nvar
+        self._columns = list(zip(names, self._decoders, sizes))
+        # All columns fixed: payload positions are the same for every sample.
+        self._fixed_slices: list[tuple[str, Callable, int, int]] | None = None
+        if nvar == 0:
+            pos, self._fixed_slices = 0, []
+            for name, dec, size in self._columns:
+                self._fixed_slices.append((name, dec, pos, pos + size))
+                pos += size
+
+    def _ensure(self) -> None:
+        self._map = self._open_map(self.path)
+        self._offsets = self._read_offsets(self._map, f"shard {self.path}")
+
+    def get_sample(self, i: int) -> dict[str, Any]:
+        if self._offsets is None:
+            self._ensure()
+        n = self.info.samples
+        if not 0 <= i < n:
+            i = self._check_index(i)
+        begin = self._offsets[i]
+        buf = self._map
+        if self._fixed_slices is not None:
+            return {name: dec(buf[begin + a:begin + b]) for name, dec, a, b in self._fixed_slices}
+        sizes = iter(self._head.unpack_from(buf, begin))
+        pos = begin + self._head_size
+        sample = {}
+        for name, dec, size in self._columns:
+            if size is None:
+                size = next(sizes)
+            sample[name] = dec(buf[pos:pos + size])
+            pos += size
+        return sample
+
+
+class SplitShardReader(ShardReader):
+    """csv/tsv/xsv/json: a data file plus a meta file holding n and the offsets into the data."""
+
+    def __init__(self, info: ShardInfo, raw_path: str | os.PathLike, meta_path: str | os.PathLike | None):
+        super().__init__(info, raw_path)
+        if meta_path is None:  # the meta file sits beside the data file
+            meta_path = os.path.join(os.path.dirname(self.path), os.path.basename(info.meta.raw_basename))
+        self.meta_path = os.fspath(meta_path)
+        entry = info.entry
+        self.newline = entry.get("newline", "\n")
+        self.separator = {"csv": ",", "tsv": "\t"}.get(info.format, entry.get("separator"))
+        from .xsv import xsv_decoder
+
+        self._xsv_decoders = [xsv_decoder(e) for e in info.column_encodings] if info.format != "json" else None
+
+    def _ensure(self) -> None:
+        meta = self._open_map(self.meta_path)
+        try:
+            self._offsets = self._read_offsets(meta, f"meta file {self.meta_path}")
+        finally:
+            meta.close()
+        self._map = self._open_map(self.path)
+
+    def get_sample(self, i: int) -> dict[str, Any]:
+        text = self.get_sample_bytes(i).decode("utf-8")
+        if self._xsv_decoders is None:
+            import json
+
+            return json.loads(text)
+        parts = text[: len(text) - len(self.newline)].split(self.separator)
+        return {name: dec(part) for name, dec, part in zip(self.info.column_names, self._xsv_decoders, parts)}
+
+
+def open_shard(
+    info: ShardInfo,
+    raw_path: str | os.PathLike,
+    *,
+    meta_path: str | os.PathLike | None = None,
+    allow_unsafe_types: bool = False,
+) -> ShardReader:
+    """A reader over a local uncompressed shard (`raw_path` is the file named `info.raw_basename`).
+
+    For split formats the meta file is `meta_path`, by default beside `raw_path`. Columns with an
+    unsafe encoding (pkl) are refused unless `allow_unsafe_types=True`.
+    """
+    if not allow_unsafe_types:
+        for name, encoding in zip(info.column_names, info.column_encodings):
+            if info.format == "mds" and not get_encoding(encoding).safe:
+                raise DataError(
+                    f"column {name!r} of shard {info.raw_basename} uses the unsafe encoding {encoding!r} "
+                    "(unpickling can run arbitrary code)",
+                    hint="pass allow_unsafe_types=True if you trust this dataset",
+                )
+    if info.format == "mds":
+        return MDSShardReader(info, raw_path)
+    if info.format in SPLIT_FORMATS:
+        return SplitShardReader(info, raw_path, meta_path)
+    raise DataError(f"unknown shard format {info.format!r}")
