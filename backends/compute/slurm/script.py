@@ -1,0 +1,224 @@
+"""Pure rendering of the files a Slurm job runs: the sbatch script, the per-rank wrapper, the
+pause helper and the environment file. No I/O here: `dryrun` shows these, `launch` writes them.
+
+How a job runs: sbatch starts `job.sbatch` on the first node; it sources `env.sh` (0600: the
+job's environment, secrets included), then `srun` starts one `torchrun` per node, which rendezvous
+(c10d) at the first node of `$SLURM_JOB_NODELIST`. torchrun starts `rank.sh CMD...` per local rank;
+the wrapper records the worker's pid and exit code under `ranks/`, and tees its output into
+`logs/rank-N.log`. A pause (`scancel --batch --signal=TERM`, or `--signal=B:TERM@T` before the time
+limit) reaches the batch shell only; its trap runs `pause.sh` on every node, which sends SIGTERM
+exactly once to each worker (never to torchrun, which would forward a second one). The script
+writes the job's exit code to `exit_code`: 75 (paused) when the ranks exited 75 after a pause,
+even though torchrun itself reports a child failure.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import PurePosixPath
+
+from foundry.plugins.compute import PAUSED_EXIT_CODE, JobRequest
+from foundry.plugins.errors import ConfigError
+
+from .config import SlurmConfig
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_JOB_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+COMMENT_PREFIX = "foundry"
+
+
+def secret_path(job_dir: str, path: str) -> str:
+    """Where a SecretMount's file lives on the cluster: inside the job's private secrets/ folder."""
+    rel = PurePosixPath(path.lstrip("/"))
+    if ".." in rel.parts or not rel.parts:
+        raise ConfigError(f"secret file path {path!r} is not allowed", hint="use a path without '..'")
+    return str(PurePosixPath(job_dir) / "secrets" / rel)
+
+
+def job_environment(request: JobRequest, job_dir: str) -> dict[str, str]:
+    """The job's environment: the request's env, secret-file paths rewritten to the job folder."""
+    env: dict[str, str] = {}
+    for key, value in request.env.items():
+        if not _ENV_NAME.match(key):
+            raise ConfigError(f"environment variable name {key!r} is not valid")
+        for mount in request.secret_files:
+            if mount.path in value:
+                value = value.replace(mount.path, secret_path(job_dir, mount.path))
+        env[key] = value
+    env.update({
+        "RUN_NAME": request.run_name,
+        "RUN_ID": request.run_id,
+        "RESUMPTION_INDEX": str(request.resumption),
+    })
+    return env
+
+
+def render_env(env: dict[str, str]) -> str:
+    """`env.sh`: sourced by the batch script; written with mode 0600 at launch, never shown."""
+    lines = ["# job environment written by foundry (mode 0600); values are never printed"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    return "\n".join(lines) + "\n"
+
+
+def comment(request: JobRequest, job_dir: str) -> str:
+    """Slurm job comment that lets `list()` find Foundry's jobs and rebuild their handles."""
+    return "|".join([COMMENT_PREFIX, request.run_name, request.run_id, str(request.resumption), job_dir])
+
+
+def parse_comment(text: str) -> dict[str, str] | None:
+    parts = text.split("|")
+    if len(parts) != 5 or parts[0] != COMMENT_PREFIX:
+        return None
+    return {"run_name": parts[1], "run_id": parts[2], "resumption": parts[3], "job_dir": parts[4]}
+
+
+def worker_argv(request: JobRequest, cfg: SlurmConfig) -> list[str]:
+    if not request.command:
+        raise ConfigError("the run has no command", hint="set `command` in the run spec")
+    argv = list(request.command)
+    if argv[0].endswith(".py"):
+        argv = [cfg.python, *argv]
+    return argv
+
+
+def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
+    if request.nodes < 1 or request.procs_per_node < 1:
+        raise ConfigError("nodes and processes per node must be at least 1")
+    q = shlex.quote
+    d = PurePosixPath(job_dir)
+    opts = [
+        f"--job-name={_JOB_NAME_BAD.sub('-', request.run_name)[:64]}",
+        f"--nodes={request.nodes}",
+        "--ntasks-per-node=1",
+        f"--output={d / 'slurm-%j.out'}",
+        "--open-mode=append",
+        "--no-requeue",
+        f"--comment={comment(request, job_dir)}",
+    ]
+    if cfg.partition:
+        opts.append(f"--partition={cfg.partition}")
+    if cfg.account:
+        opts.append(f"--account={cfg.account}")
+    time_limit = request.extra.get("time") or cfg.time
+    if time_limit:
+        opts.append(f"--time={time_limit}")
+    if cfg.cpus_per_task:
+        opts.append(f"--cpus-per-task={cfg.cpus_per_task}")
+    if request.gpus_per_node:
+        kind = f"{request.gpu_type}:" if request.gpu_type else ""
+        opts.append(f"--gres={cfg.gres}:{kind}{request.gpus_per_node}")
+    if cfg.signal:
+        opts.append(f"--signal=B:{cfg.signal}")
+    if request.workdir:
+        opts.append(f"--chdir={request.workdir}")
+    opts += cfg.sbatch_args
+    header = "\n".join(f"#SBATCH {o}" for o in opts)
+    torchrun = [
+        cfg.python, "-m", "torch.distributed.run",
+        '--nnodes="$NNODES"', f"--nproc_per_node={request.procs_per_node}",
+        "--rdzv_backend=c10d", '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"', '--rdzv_id="$SLURM_JOB_ID"',
+        "--max_restarts=0", "--no-python", "bash", q(str(d / "rank.sh")),
+    ]
+    torchrun_line = " ".join(t if t.startswith("--") or t == "bash" else q(t) for t in torchrun)
+    command = " ".join(q(a) for a in worker_argv(request, cfg))
+    setup = "\n".join(cfg.setup)
+    secret_lines = "\n".join(
+        f"#   {m.path} -> {secret_path(job_dir, m.path)} (mode {m.mode:o})" for m in request.secret_files
+    ) or "#   (none)"
+    return f"""#!/bin/bash
+{header}
+# Generated by foundry: run {request.run_name} ({request.run_id}), resumption {request.resumption}.
+# Secret files (written at launch, 0600, in a 0700 folder):
+{secret_lines}
+set -uo pipefail
+export FOUNDRY_JOB_DIR={q(job_dir)}
+set -a; source "$FOUNDRY_JOB_DIR/env.sh"; set +a   # env + secrets, mode 0600
+export RUN_NAME={q(request.run_name)} RUN_ID={q(request.run_id)} RESUMPTION_INDEX={request.resumption}
+export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
+{setup}
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+export MASTER_PORT=$(( {cfg.rdzv_port_base} + SLURM_JOB_ID % 10000 ))
+export NNODES=$SLURM_JOB_NUM_NODES NPROC_PER_NODE={request.procs_per_node}
+echo "foundry: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
+
+foundry_pause() {{  # SIGTERM once to every worker (not torchrun): they checkpoint and exit {PAUSED_EXIT_CODE}
+  echo "foundry: pause requested, signalling the ranks"
+  touch "$FOUNDRY_JOB_DIR/pause_requested"
+  bash "$FOUNDRY_JOB_DIR/pause.sh"
+  if [ "$NNODES" -gt 1 ]; then
+    srun --overlap --nodes=$((NNODES - 1)) --ntasks-per-node=1 --exclude="$SLURMD_NODENAME" \\
+      bash "$FOUNDRY_JOB_DIR/pause.sh"
+  fi
+}}
+trap foundry_pause TERM
+
+srun --nodes="$NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\
+  {torchrun_line} \\
+  {command} &
+SRUN_PID=$!
+while kill -0 "$SRUN_PID" 2>/dev/null; do wait "$SRUN_PID"; done
+wait "$SRUN_PID"; rc=$?
+
+# torchrun reports 1 when a worker exits non-zero: a pause is every rank exiting {PAUSED_EXIT_CODE}
+# (or 143 when torchrun tore it down after the others paused).
+paused=0; other=0
+for f in "$FOUNDRY_JOB_DIR"/ranks/*.exit; do
+  [ -e "$f" ] || continue
+  case $(cat "$f") in {PAUSED_EXIT_CODE}) paused=1 ;; 143) ;; *) other=1 ;; esac
+done
+if [ "$paused" = 1 ] && [ "$other" = 0 ]; then rc={PAUSED_EXIT_CODE}; fi
+echo "$rc" > "$FOUNDRY_JOB_DIR/exit_code.tmp" && mv "$FOUNDRY_JOB_DIR/exit_code.tmp" "$FOUNDRY_JOB_DIR/exit_code"
+echo "foundry: job exited with $rc"
+exit "$rc"
+"""
+
+
+def render_rank_wrapper(job_dir: str) -> str:
+    """`rank.sh CMD...`: run one worker, record its pid and exit code, tee its output.
+
+    The worker gets its own session (setsid): torchrun stops workers with killpg(SIGTERM), which
+    would otherwise deliver a second SIGTERM to a worker that is checkpointing after a pause. The
+    tee ignores SIGTERM so a pausing worker can still write its output.
+    """
+    d = shlex.quote(job_dir)
+    return f"""#!/bin/bash
+# one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
+dir={d}
+node=${{SLURMD_NODENAME:-$(hostname)}}
+exec 3> >(trap '' TERM INT; exec tee -a "$dir/logs/rank-$RANK.log")
+setsid "$@" >&3 2>&3 &
+child=$!
+exec 3>&-
+echo "$node $child" > "$dir/ranks/$RANK.pid"
+[ -e "$dir/pause_requested" ] && kill -TERM "$child" 2>/dev/null   # paused while starting
+# torchrun tearing the workers down: forward, unless the worker was already asked to pause
+trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
+while kill -0 "$child" 2>/dev/null; do wait "$child"; done
+wait "$child"; rc=$?
+echo "$rc" > "$dir/ranks/$RANK.exit"
+exit "$rc"
+"""
+
+
+def render_pause(job_dir: str) -> str:
+    d = shlex.quote(job_dir)
+    return f"""#!/bin/bash
+# SIGTERM, once, to every worker of this job on this node
+node=${{SLURMD_NODENAME:-$(hostname)}}
+for f in {d}/ranks/*.pid; do
+  [ -e "$f" ] || continue
+  read -r host pid < "$f"
+  if [ "$host" = "$node" ]; then kill -TERM "$pid" 2>/dev/null && echo "foundry: SIGTERM to pid $pid on $node"; fi
+done
+exit 0
+"""
+
+
+def render_files(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> dict[str, str]:
+    """The job folder's inspectable files (env.sh and secrets are written at launch only)."""
+    return {
+        "job.sbatch": render_sbatch(request, cfg, job_dir),
+        "rank.sh": render_rank_wrapper(job_dir),
+        "pause.sh": render_pause(job_dir),
+    }
