@@ -1,0 +1,80 @@
+"""Least-recently-used eviction under a byte limit, across every stream of a dataset.
+
+Only shards that can be downloaded again (their stream has a remote that is not the local folder)
+are deleted; data that exists only locally is never touched. "Used" is the raw file's mtime, which
+`ShardCache.ensure` refreshes whenever a reader opens the shard. Evicting a shard that another
+process has mapped is safe on POSIX (its mapping stays valid); it is downloaded again if needed.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Iterable, Sequence
+
+from filelock import FileLock
+
+from foundry.plugins.errors import ConfigError
+
+from .shards import ShardCache
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(value: int | str | None) -> int | None:
+    """`10_000`, `"10gb"`, `"512MiB"` -> bytes; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ConfigError(f"cannot read {value!r} as a size", hint='use bytes or a string like "10gb" or "512mib"')
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+class Evictor:
+    """Keeps the shards of `caches` (a dataset's streams, shards numbered globally) under `limit`."""
+
+    def __init__(self, caches: Sequence[ShardCache], limit: int | None):
+        self.caches = list(caches)
+        self.limit = limit
+        self._index: list[tuple[ShardCache, int]] = [(c, i) for c in self.caches for i in range(len(c.shards))]
+        self._warned = False
+        if limit is not None:
+            biggest = max((s.raw_bytes or 0) + (s.zip_bytes or 0) for c in self.caches for s in c.shards) if self._index else 0
+            if limit < biggest:
+                raise ConfigError(f"cache_limit {limit} bytes is smaller than one shard ({biggest} bytes)",
+                                  hint="raise cache_limit to hold at least a few shards")
+
+    def maybe_evict(self, protect: Iterable[int] = ()) -> int:
+        """Delete least-recently-used re-downloadable shards until under the limit; bytes freed."""
+        if self.limit is None or not self.caches:
+            return 0
+        lock_dir = self.caches[0].state_dir
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(lock_dir / "evict.lock")):
+            used = 0
+            candidates = []
+            keep = set(protect)
+            for g, (cache, i) in enumerate(self._index):
+                size = cache.present_bytes(i)
+                if not size:
+                    continue
+                used += size
+                if cache.evictable and g not in keep:
+                    candidates.append((cache.last_used(i) or 0.0, g, size))
+            if used <= self.limit:
+                return 0
+            freed = 0
+            for _, g, _size in sorted(candidates):
+                if used - freed <= self.limit:
+                    break
+                cache, i = self._index[g]
+                freed += cache.evict(i)
+            if used - freed > self.limit and not self._warned:
+                self._warned = True
+                warnings.warn(f"shard cache holds {used - freed} bytes, over cache_limit={self.limit}: the rest is "
+                              "in use or exists only locally and is never evicted", stacklevel=2)
+            return freed

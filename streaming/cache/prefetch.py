@@ -1,0 +1,66 @@
+"""Download shards ahead of the reader in background threads.
+
+The iterator knows, for its whole epoch, the order in which it first needs each shard and at which
+sample. The prefetcher fetches shards in that order, never more than `window` samples ahead of
+the reader's position, with a few download threads. Errors are left for the reader's own
+`ensure`, which raises them with the shard's name.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+
+class Prefetcher:
+    def __init__(self, ensure: Callable[[int], object], shards: Sequence[int], first_use: Sequence[int],
+                 window: int, threads: int = 4, after: Callable[[int], object] | None = None):
+        self._ensure = ensure
+        self._after = after
+        self._shards = list(shards)
+        self._first_use = list(first_use)
+        self._window = max(1, int(window))
+        self._position = 0
+        self._cond = threading.Condition()
+        self._stop = False
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="foundry-prefetch")
+        self._slots = threading.Semaphore(max(1, threads) * 2)
+        self._thread = threading.Thread(target=self._run, daemon=True, name="foundry-prefetch-dispatch")
+        self._thread.start()
+
+    def advance(self, position: int) -> None:
+        """The reader is at sample `position` of its sequence."""
+        with self._cond:
+            self._position = position
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        for shard, pos in zip(self._shards, self._first_use):
+            with self._cond:
+                while not self._stop and pos > self._position + self._window:
+                    self._cond.wait(1.0)
+                if self._stop:
+                    return
+            self._slots.acquire()
+            try:
+                self._pool.submit(self._one, shard)
+            except RuntimeError:  # pool shut down
+                return
+
+    def _one(self, shard: int) -> None:
+        try:
+            if not self._stop:
+                self._ensure(shard)
+                if self._after is not None:
+                    self._after(shard)
+        except Exception:  # noqa: BLE001 - the reader's own ensure() raises it with context
+            pass
+        finally:
+            self._slots.release()

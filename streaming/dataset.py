@@ -1,0 +1,225 @@
+"""StreamingDataset: a torch IterableDataset over MDS shards in any object store.
+
+This module wires the parts together; the work lives beside it: `plan/` (pure order), `cache/`
+(download, verify, evict, prefetch), `iterator.py` (the hot loop), `state.py` (epochs, resume),
+`stream.py` (what each source contributes), `topology.py` (who we are, at iteration time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import IterableDataset
+
+from foundry.plugins.errors import ConfigError, DataError
+
+from .cache import Evictor, ShardCache, parse_bytes
+from .iterator import iterate
+from .plan import SHUFFLE_ALGOS, OrderConfig, choose_counts, epoch_order, make_layout, padded_length
+from .readers import ReaderPool
+from .state import EpochCounter, build_state, check_state
+from .stream import Stream
+from .topology import Topology
+
+
+class StreamingDataset(IterableDataset):
+    """Samples of one or more MDS datasets, in an order fixed by (seed, epoch, canonical nodes,
+    global batch), downloaded once per node into a local cache. See docs in the package."""
+
+    def __init__(
+        self,
+        remote: str | None = None,
+        local: str | None = None,
+        split: str | None = None,
+        shuffle: bool = False,
+        shuffle_seed: int = 9176,
+        shuffle_algo: str = "py1e",
+        shuffle_block_size: int | None = None,
+        batch_size: int | None = None,
+        num_canonical_nodes: int | None = None,
+        predownload: int | None = None,
+        cache_limit: int | str | None = None,
+        validate_hash: str | bool | None = None,
+        download_retry: int = 2,
+        download_timeout: float | None = 60,
+        keep_zip: bool = False,
+        epoch_size: int | str | None = None,
+        streams: Sequence[Stream] | None = None,
+        allow_unsafe_types: bool = False,
+        sampling_method: str = "balanced",
+        download_threads: int = 4,
+        **unused: Any,
+    ):
+        if shuffle_algo not in SHUFFLE_ALGOS:
+            raise ConfigError(f"unknown shuffle_algo {shuffle_algo!r}", hint=f"use one of {', '.join(SHUFFLE_ALGOS)}")
+        if batch_size is not None and int(batch_size) <= 0:
+            raise ConfigError(f"batch_size must be positive, got {batch_size}")
+        if streams:
+            if remote is not None or local is not None:
+                raise ConfigError("pass either streams= or remote=/local=, not both")
+            self.streams = list(streams)
+        else:
+            self.streams = [Stream(remote=remote, local=local, split=split)]
+        self.shuffle = bool(shuffle)
+        self.shuffle_seed = int(shuffle_seed)
+        self.shuffle_algo = shuffle_algo
+        self.shuffle_block_size = shuffle_block_size
+        self.batch_size = int(batch_size) if batch_size is not None else None
+        self.num_canonical_nodes = num_canonical_nodes
+        self.predownload = predownload
+        self.sampling_method = sampling_method
+        self.allow_unsafe_types = allow_unsafe_types
+        self._download_threads = max(1, int(download_threads))
+
+        self._caches: list[ShardCache] = []
+        infos: list[Any] = []
+        sizes: list[list[int]] = []
+        for s in self.streams:
+            shards = s.load_index()
+            self._caches.append(ShardCache(
+                s.local_dir, s.remote_url, shards,
+                validate_hash=s.validate_hash if s.validate_hash is not None else validate_hash,
+                download_retry=s.download_retry if s.download_retry is not None else download_retry,
+                download_timeout=s.download_timeout if s.download_timeout is not None else download_timeout,
+                keep_zip=s.keep_zip if s.keep_zip is not None else keep_zip,
+                name=s.remote_url or str(s.local_dir)))
+            infos.extend(shards)
+            sizes.append([int(x.samples) for x in shards])
+        self._infos = infos
+        self._shard_cache = np.concatenate([np.full(len(c.shards), k, dtype=np.int64) for k, c in enumerate(self._caches)])
+        self._shard_local = np.concatenate([np.arange(len(c.shards), dtype=np.int64) for c in self._caches])
+        stream_totals = [sum(x) for x in sizes]
+        choose = choose_counts(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
+                               [s.choose for s in self.streams], parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size)
+        self._layout = make_layout(sizes, choose.tolist())
+        self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
+        self._readers = ReaderPool(self._infos, self._ensure_shard, allow_unsafe_types)
+        self._counter = EpochCounter()
+        self._order_cache: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._initial_physical_nodes: int | None = None
+        self._downloaded_seen = 0
+        self._resume_global_batch: int | None = None
+        self.fingerprint = self._fingerprint()
+
+    # ---- sizes --------------------------------------------------------------------------------
+    @property
+    def num_samples(self) -> int:
+        """Samples in the underlying data (all streams, each once)."""
+        return self._layout.num_samples
+
+    @property
+    def size(self) -> int:
+        """Samples one epoch takes before padding."""
+        return self._layout.epoch_samples
+
+    def __len__(self) -> int:
+        """Samples this rank yields per epoch (including padding to the global batch)."""
+        topo = Topology.detect()
+        return padded_length(self.size, self._global_batch(topo)) // topo.world_size
+
+    # ---- random access ------------------------------------------------------------------------
+    def __getitem__(self, index: int) -> Any:
+        """Sample `index` of the underlying data (0..num_samples-1); fetches only its shard."""
+        index = int(index)
+        if index < 0:
+            index += self.num_samples
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"sample {index} out of range for {self.num_samples} samples")
+        shard = int(np.searchsorted(self._layout.shard_offsets, index, side="right") - 1)
+        return self._readers.get(shard).get_sample(index - int(self._layout.shard_offsets[shard]))
+
+    def get_item(self, index: int) -> Any:
+        return self[index]
+
+    # ---- iteration ----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        topo = Topology.detect()
+        if self._initial_physical_nodes is None:
+            self._initial_physical_nodes = topo.num_nodes
+        g = self._global_batch(topo)
+        if self._resume_global_batch is not None and int(self._resume_global_batch) != g:
+            raise DataError(f"the loaded data state used global batch {self._resume_global_batch}, this run's is {g} "
+                            f"(batch_size {self.batch_size} x {topo.world_size} ranks)",
+                            hint="keep the global batch: per-device batch = global batch / ranks")
+        epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
+        return iterate(self, topo, epoch, start)
+
+    def _canonical_nodes(self) -> int:
+        if self.num_canonical_nodes is not None:
+            return int(self.num_canonical_nodes)
+        if self._initial_physical_nodes is None:
+            self._initial_physical_nodes = Topology.detect().num_nodes
+        return self._initial_physical_nodes
+
+    def _global_batch(self, topo: Topology) -> int:
+        return (self.batch_size or 1) * topo.world_size
+
+    def _epoch_order(self, epoch: int, global_batch: int) -> np.ndarray:
+        key = (epoch, global_batch, self._canonical_nodes())
+        if self._order_cache is None or self._order_cache[0] != key:
+            cfg = OrderConfig(seed=self.shuffle_seed, shuffle=self.shuffle, algo=self.shuffle_algo,
+                              block_size=self.shuffle_block_size, num_canonical_nodes=key[2],
+                              global_batch=global_batch, sampling_method=self.sampling_method)
+            self._order_cache = (key, epoch_order(self._layout, cfg, epoch))
+        return self._order_cache[1]
+
+    def _predownload_samples(self) -> int:
+        if self.predownload is not None:
+            return max(1, int(self.predownload))
+        mean_shard = self.num_samples // max(1, len(self._infos))
+        return max(8 * (self.batch_size or 1), 2 * mean_shard)
+
+    def _ensure_shard(self, shard: int):
+        return self._caches[self._shard_cache[shard]].ensure(int(self._shard_local[shard]))
+
+    def _after_fetch(self, protect) -> None:
+        total = sum(c.bytes_downloaded for c in self._caches)
+        if total != self._downloaded_seen:
+            self._downloaded_seen = total
+            self._evictor.maybe_evict(protect())
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Bytes this process downloaded from remotes."""
+        return sum(c.bytes_downloaded for c in self._caches)
+
+    # ---- state --------------------------------------------------------------------------------
+    def _fingerprint(self) -> str:
+        parts = [[[x.raw_basename, int(x.samples)] for x in c.shards] for c in self._caches]
+        blob = json.dumps({"shards": parts, "choose": list(self._layout.choose),
+                           "sampling": self.sampling_method}, sort_keys=True).encode()
+        return hashlib.sha1(blob).hexdigest()
+
+    def state_dict(self, num_samples: int | None = None, from_beginning: bool = True) -> dict[str, Any]:
+        """The resumption state after `num_samples` global samples were consumed.
+
+        `from_beginning=True`: counted from the start of the current epoch; False: counted from
+        where this iteration started (a resumed iteration starts mid-epoch)."""
+        topo = Topology.detect()
+        epoch, start, _ = self._counter.position()
+        consumed = int(num_samples or 0) if from_beginning else start + int(num_samples or 0)
+        g = self._global_batch(topo)
+        return build_state(epoch, consumed, padded_length(self.size, g),
+                           num_canonical_nodes=self._canonical_nodes(), shuffle_seed=self.shuffle_seed,
+                           initial_physical_nodes=self._initial_physical_nodes or topo.num_nodes,
+                           global_batch_size=g, fingerprint=self.fingerprint)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state` at the next iteration; a state that does not fit is a DataError."""
+        topo = Topology.detect()
+        check_state(state, shuffle_seed=self.shuffle_seed, fingerprint=self.fingerprint,
+                    num_canonical_nodes=self.num_canonical_nodes,
+                    global_batch=self._global_batch(topo) if self.batch_size is not None else None)
+        if state.get("initial_physical_nodes") is not None:
+            self._initial_physical_nodes = int(state["initial_physical_nodes"])
+        if self.num_canonical_nodes is None and state.get("num_canonical_nodes") is not None:
+            self.num_canonical_nodes = int(state["num_canonical_nodes"])
+        self._resume_global_batch = state.get("global_batch_size")
+        epoch, sample = int(state["epoch"]), int(state["sample_in_epoch"])
+        length = padded_length(self.size, int(state.get("global_batch_size") or self._global_batch(topo)))
+        if length and sample >= length:
+            epoch, sample = epoch + 1, 0
+        self._counter.resume(epoch, sample)

@@ -1,0 +1,53 @@
+"""StreamingDataLoader: a torch DataLoader that counts what it really yielded, for exact resume.
+
+Workers prefetch ahead of the training loop, so the dataset cannot know what was consumed; the
+loader does. `state_dict()` is the dataset's state after the samples yielded so far (all ranks),
+and `load_state_dict()` makes the next iteration continue right after them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from torch.utils.data import DataLoader
+
+from .topology import Topology
+
+
+def _batch_len(batch: Any) -> int | None:
+    if hasattr(batch, "shape") and len(getattr(batch, "shape", ())) > 0:
+        return int(batch.shape[0])
+    if isinstance(batch, dict):
+        for v in batch.values():
+            n = _batch_len(v)
+            if n is not None:
+                return n
+        return None
+    if isinstance(batch, (list, tuple)) and batch:
+        first = _batch_len(batch[0])
+        return first if first is not None and not isinstance(batch[0], (str, bytes)) else len(batch)
+    return None
+
+
+class StreamingDataLoader(DataLoader):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
+
+    def __iter__(self) -> Iterator[Any]:
+        self.num_samples_yielded = 0
+        for batch in super().__iter__():
+            n = _batch_len(batch)
+            self.num_samples_yielded += n if n is not None else (self.batch_size or 1)
+            yield batch
+
+    def state_dict(self) -> dict[str, Any] | None:
+        if not hasattr(self.dataset, "state_dict"):
+            return None
+        world = Topology.detect().world_size
+        return self.dataset.state_dict(self.num_samples_yielded * world, from_beginning=False)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if hasattr(self.dataset, "load_state_dict"):
+            self.dataset.load_state_dict(state)
+        self.num_samples_yielded = 0

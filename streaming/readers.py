@@ -1,0 +1,63 @@
+"""Open shard readers, kept per process (mmap'd by the format layer), least recently used closed."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+
+class ReaderPool:
+    def __init__(self, infos: Sequence[Any], ensure: Callable[[int], os.PathLike], allow_unsafe_types: bool,
+                 max_open: int = 64):
+        self._infos = infos
+        self._ensure = ensure
+        self._unsafe = allow_unsafe_types
+        self._max_open = max_open
+        self._open: OrderedDict[int, Any] = OrderedDict()
+        self._pid = os.getpid()
+
+    def get(self, shard: int) -> Any:
+        """The reader of global shard `shard`, downloading the shard if needed."""
+        if self._pid != os.getpid():  # forked: the parent's handles are not ours to use
+            self._open = OrderedDict()
+            self._pid = os.getpid()
+        reader = self._open.get(shard)
+        if reader is not None:
+            self._open.move_to_end(shard)
+            return reader
+        from foundry.streaming.format import open_shard
+
+        for attempt in range(3):
+            path = self._ensure(shard)
+            try:
+                reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe)
+                break
+            except FileNotFoundError:  # evicted between ensure and open: fetch again
+                if attempt == 2:
+                    raise
+        self._open[shard] = reader
+        while len(self._open) > self._max_open:
+            _, old = self._open.popitem(last=False)
+            _close(old)
+        return reader
+
+    def open_shards(self) -> set[int]:
+        return set(self._open)
+
+    def close(self) -> None:
+        while self._open:
+            _, r = self._open.popitem()
+            _close(r)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_open"] = OrderedDict()
+        return state
+
+
+def _close(reader: Any) -> None:
+    try:
+        reader.close()
+    except Exception:  # noqa: BLE001 - a view into the mapping may still be alive; GC closes it
+        pass
