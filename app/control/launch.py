@@ -82,6 +82,5 @@ def build_request(paths: FoundryPaths, secrets: SecretStore, spec: RunSpec, run_
         gpus_per_node=place.procs_per_node if gpu_cluster else 0, gpu_type=place.gpu_type,
         image=spec.image, env=env, secret_files=files,
         log_dir=str(paths.resumption_dir(spec.name, resumption)),
-        extra={"setup_commands": setup, "priority": spec.scheduling.priority,
-               "secret_env_keys": sorted(k for n in spec.secrets for k in secrets.injection(n).env)},
+        extra={"setup_commands": setup, "priority": spec.scheduling.priority},
     )

@@ -104,8 +104,7 @@ class ControlPlane:
         self._check_refs(spec, place.cluster)
         provider, plan = self._plan(spec, "dry-run", 0, place)
         secret_values = self.secrets.secret_values(spec.secrets)
-        secret_keys = set(plan.request.extra.get("secret_env_keys", []))
-        env = {k: ("***" if k in secret_keys else mask(v, secret_values)) for k, v in plan.request.env.items()}
+        env = {k: ("***" if v in secret_values else mask(v, secret_values)) for k, v in plan.request.env.items()}
         return DryRun(
             spec=spec.to_dict(), cluster=place.cluster, provider=getattr(provider, "name", "?"),
             summary=mask(plan.summary, secret_values), env=env,

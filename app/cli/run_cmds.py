@@ -1,0 +1,208 @@
+"""Run verbs: run, get runs, describe run, logs, stop, resume, delete run, watch. Work is in ControlPlane."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+
+from .output import sink
+from .verbs import json_option, verb
+
+
+def _cp():
+    from foundry.app.control import ControlPlane
+
+    return ControlPlane()
+
+
+def _when(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else None
+
+
+def _duration(start: float | None, end: float | None) -> str | None:
+    if not start:
+        return None
+    secs = int((end or time.time()) - start)
+    return f"{secs // 3600}h{secs % 3600 // 60:02d}m{secs % 60:02d}s" if secs >= 3600 else f"{secs // 60}m{secs % 60:02d}s"
+
+
+def _json(flag: bool) -> None:
+    sink.json_mode = sink.json_mode or flag
+
+
+def run(
+    file: Path = typer.Option(..., "-f", "--file", help="The run spec (YAML)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Override the run name."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Override compute.cluster."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Override compute.gpus (total devices)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Override compute.nodes."),
+    follow: bool = typer.Option(False, "--follow", help="Stream the logs until the run ends."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the normalized spec and the plan; launch nothing."),
+    json_out: bool = json_option(),
+) -> None:
+    """Launch a run from a run spec."""
+    _json(json_out)
+    cp = _cp()
+    overrides = dict(name=name, cluster=cluster, gpus=gpus, nodes=nodes)
+    if dry_run:
+        plan = cp.dry_run(file, **overrides)
+        if sink.json_mode:
+            sink.emit(plan.to_dict())
+            return
+        sink.lines(["# normalized spec", yaml.safe_dump(plan.spec, sort_keys=False).rstrip(),
+                    f"# plan ({plan.provider} on cluster {plan.cluster})", plan.summary, "# environment"])
+        sink.lines(f"{k}={v}" for k, v in sorted(plan.env.items()) if "\n" not in v)
+        if plan.secret_files:
+            sink.lines(["# secret files"] + plan.secret_files)
+        for key, text in plan.artifacts.items():
+            sink.lines([f"# {key}", text])
+        return
+    info = cp.create_run(file, **overrides)
+    if not follow:
+        sink.emit(_run_row(info)) if sink.json_mode else sink.info(
+            f"run {info.name} launched on {info.cluster} ({info.devices} device(s)); "
+            f"`foundry logs {info.name} --follow` to watch")
+        if not sink.json_mode:
+            sink.lines([info.name])
+        return
+    sink.info(f"run {info.name} launched on {info.cluster}; following logs (Ctrl-C detaches, the run goes on)")
+    _follow_and_exit(cp, info.name)
+
+
+def _follow_and_exit(cp, name: str) -> None:
+    sink.lines(cp.follow_run(name))
+    final = cp.get_run(name)
+    sink.info(f"run {name} {final.status}" + (f": {final.latest.exit_reason}" if final.latest and final.latest.exit_reason else ""))
+    if final.status in ("failed", "lost"):
+        raise typer.Exit(1)
+
+
+def _run_row(run) -> dict:
+    return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
+            "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
+            "created": _when(run.created_at)}
+
+
+def get_runs(json_out: bool = json_option()) -> None:
+    """List runs (newest first); also runs the watchdog step."""
+    _json(json_out)
+    runs = _cp().list_runs()
+    if sink.json_mode:
+        sink.emit([r.to_dict() for r in runs])
+    else:
+        sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "nodes",
+                                                         "resumptions", "retries", "created"])
+
+
+def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
+    """A run's spec, resumptions (one row each) and events."""
+    _json(json_out)
+    run = _cp().get_run(name)
+    if sink.json_mode:
+        sink.emit(run.to_dict())
+        return
+    sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
+               "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
+               "retries": f"{run.retries_used}/{run.max_retries}",
+               "command": run.spec.get("command", "(trainer parameters)")})
+    sink.out.print()
+    sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
+                "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
+                "exit": r.exit_code, "reason": r.exit_reason} for r in run.resumptions], title="Resumptions")
+    resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
+    if resumed:
+        sink.lines(resumed)
+    sink.out.print()
+    sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
+                "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}
+               for e in run.events], title="Events")
+
+
+def logs(
+    name: str = typer.Argument(..., help="Run name."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep streaming until the run ends."),
+    resumption: Optional[int] = typer.Option(None, "--resumption", help="Which resumption (default: latest)."),
+    rank: Optional[int] = typer.Option(None, "--rank", help="One process's log (default: the whole job)."),
+) -> None:
+    """Print a run's logs."""
+    cp = _cp()
+    if follow and resumption is None:
+        sink.lines(cp.follow_run(name, rank=rank))
+    else:
+        sink.lines(cp.logs(name, resumption=resumption, rank=rank, follow=follow))
+
+
+def stop(
+    name: str = typer.Argument(..., help="Run name."),
+    force: bool = typer.Option(False, "--force", help="Kill at once instead of pausing at a checkpoint."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the run has stopped."),
+    json_out: bool = json_option(),
+) -> None:
+    """Pause a run: the trainer checkpoints and exits as paused (resume it anywhere later)."""
+    _json(json_out)
+    cp = _cp()
+    info = cp.stop_run(name, graceful=not force)
+    if wait:
+        info = cp.wait(name)
+    if sink.json_mode:
+        sink.emit(_run_row(info))
+    else:
+        sink.info(f"run {name} {info.status}")
+
+
+def resume(
+    name: str = typer.Argument(..., help="Run name."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Resume on this cluster (default: the last one)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Total devices (keep the global batch)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes."),
+    follow: bool = typer.Option(False, "--follow", help="Stream the logs until the run ends."),
+    json_out: bool = json_option(),
+) -> None:
+    """Start a new resumption of a paused/stopped/failed/lost run, on any cluster."""
+    _json(json_out)
+    cp = _cp()
+    info = cp.resume_run(name, cluster=cluster, gpus=gpus, nodes=nodes)
+    if follow:
+        sink.info(f"run {name} resumed on {info.cluster} (resumption {info.latest.index}); following logs")
+        _follow_and_exit(cp, name)
+    elif sink.json_mode:
+        sink.emit(_run_row(info))
+    else:
+        sink.info(f"run {name} resumed on {info.cluster} as resumption {info.latest.index} ({info.devices} device(s))")
+
+
+def delete_run(name: str = typer.Argument(..., help="Run name."),
+               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
+    """Delete a run: stop it if active, forget it, remove its logs."""
+    if not yes and sink.interactive:
+        typer.confirm(f"delete run {name}?", abort=True)
+    _cp().delete_run(name)
+    sink.info(f"deleted run {name}")
+
+
+def watch(interval: float = typer.Option(10.0, help="Seconds between watchdog passes."),
+          once: bool = typer.Option(False, "--once", help="One pass, then exit.")) -> None:
+    """The watchdog loop: refresh run states and relaunch runs lost to system failures."""
+    cp = _cp()
+    while True:
+        for line in cp.reconcile():
+            sink.info(line)
+        if once:
+            return
+        time.sleep(interval)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("logs")(logs)
+    app.command("stop")(stop)
+    app.command("resume")(resume)
+    app.command("watch")(watch)
+    verb(app, "get").command("runs")(get_runs)
+    verb(app, "describe").command("run")(describe_run)
+    verb(app, "delete").command("run")(delete_run)
