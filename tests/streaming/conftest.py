@@ -59,3 +59,31 @@ def make_dataset(tmp_path):
         return write_dataset(tmp_path / name, num_samples, per_shard, compression)
 
     return make
+
+
+def iterate_ranks(make_ds, world: int, workers: int, batch: int, monkeypatch):
+    """Global batch sequence rebuilt from `world` simulated ranks (RANK/WORLD_SIZE env), each
+    reading through a torch DataLoader with `workers` workers and per-device batch `batch`."""
+    import numpy as np
+    from torch.utils.data import DataLoader
+
+    per_rank = []
+    for rank in range(world):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        ds = make_ds(batch)
+        loader = DataLoader(ds, batch_size=batch, num_workers=workers)
+        per_rank.append(np.stack([b["id"].numpy() for b in loader]))
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    return np.concatenate(per_rank, axis=1).reshape(-1)
+
+
+@pytest.fixture
+def ranks_iter(monkeypatch):
+    return lambda make_ds, world, workers, batch: iterate_ranks(make_ds, world, workers, batch, monkeypatch)
+
+
+@pytest.fixture
+def sample_payload():
+    return payload
