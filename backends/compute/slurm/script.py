@@ -160,14 +160,16 @@ SRUN_PID=$!
 while kill -0 "$SRUN_PID" 2>/dev/null; do wait "$SRUN_PID"; done
 wait "$SRUN_PID"; rc=$?
 
-# torchrun reports 1 when a worker exits non-zero: a pause is every rank exiting {PAUSED_EXIT_CODE}
-# (or 143 when torchrun tore it down after the others paused).
-paused=0; other=0
+# torchrun reports 1 when a worker exits non-zero: report the workers' own code instead. A pause
+# is every rank exiting {PAUSED_EXIT_CODE} (or 143 when torchrun tore it down after the others paused).
+paused=0; failed=""
 for f in "$FOUNDRY_JOB_DIR"/ranks/*.exit; do
   [ -e "$f" ] || continue
-  case $(cat "$f") in {PAUSED_EXIT_CODE}) paused=1 ;; 143) ;; *) other=1 ;; esac
+  code=$(cat "$f")
+  case $code in {PAUSED_EXIT_CODE}) paused=1 ;; 0|143) ;; *) failed=${{failed:-$code}} ;; esac
 done
-if [ "$paused" = 1 ] && [ "$other" = 0 ]; then rc={PAUSED_EXIT_CODE}; fi
+if [ -n "$failed" ] && [ "$rc" != 0 ]; then rc=$failed
+elif [ "$paused" = 1 ]; then rc={PAUSED_EXIT_CODE}; fi
 echo "$rc" > "$FOUNDRY_JOB_DIR/exit_code.tmp" && mv "$FOUNDRY_JOB_DIR/exit_code.tmp" "$FOUNDRY_JOB_DIR/exit_code"
 echo "foundry: job exited with $rc"
 exit "$rc"
