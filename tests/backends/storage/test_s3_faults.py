@@ -1,0 +1,67 @@
+"""Retries against SeaweedFS behind a fault-injecting proxy (resets, 503 SlowDown, stalls, short reads)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from foundry.plugins.errors import TransientStorageError
+from foundry.plugins.manager import open_store
+from support.fault_proxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+MiB = 1 << 20
+
+
+def _options(s3_bucket, proxy, attempts):
+    return {
+        **s3_bucket.options,
+        "endpoint_url": proxy.url,
+        "attempts": attempts,
+        "retry_base_delay": 0.01,
+        "retry_max_delay": 0.1,
+        "read_timeout": 0.5,
+        "connect_timeout": 0.5,
+        "part_size": 5 * MiB,
+        "multipart_threshold": 5 * MiB,
+        "concurrency": 4,
+    }
+
+
+def test_every_operation_succeeds_at_20_percent_faults(s3_bucket, tmp_path):
+    payload = os.urandom(11 * MiB + 7)
+    src = tmp_path / "src.bin"
+    src.write_bytes(payload)
+    with FaultProxy(s3_bucket.server.endpoint, rate=0.2, stall_s=1.0, seed=7) as proxy:
+        store = open_store(s3_bucket.url + "/data", _options(s3_bucket, proxy, attempts=12))
+        for i in range(8):
+            store.put(f"small/{i}", bytes([i]) * 1000)
+        store.put_file("big.bin", src)
+        assert [store.get(f"small/{i}") for i in range(8)] == [bytes([i]) * 1000 for i in range(8)]
+        assert store.get_range("big.bin", 5 * MiB - 3, 5 * MiB + 3) == payload[5 * MiB - 3:5 * MiB + 3]
+        store.get_file("big.bin", tmp_path / "copy.bin")
+        assert (tmp_path / "copy.bin").read_bytes() == payload
+        assert [o.key for o in store.list()] == ["big.bin"] + [f"small/{i}" for i in range(8)]
+        for i in range(8):
+            store.delete(f"small/{i}")
+        assert [o.key for o in store.list()] == ["big.bin"]
+        assert store.head("big.bin").size == len(payload)
+    assert sum(proxy.faults.values()) > 0 and len(proxy.faults) >= 3, proxy.faults
+    # the server holds exactly the bytes we sent
+    assert s3_bucket.client().get_object(Bucket=s3_bucket.name, Key="data/big.bin")["Body"].read() == payload
+
+
+@pytest.mark.parametrize("kind", ["reset", "slowdown", "stall"])
+def test_all_faults_give_a_clear_error_after_the_configured_attempts(s3_bucket, kind):
+    with FaultProxy(s3_bucket.server.endpoint, rate=1.0, kinds=(kind,), stall_s=2.0) as proxy:
+        store = open_store(s3_bucket.url, _options(s3_bucket, proxy, attempts=3))
+        started = time.monotonic()
+        with pytest.raises(TransientStorageError) as info:
+            store.put("k", b"v")
+        elapsed = time.monotonic() - started
+    assert "after 3 attempts" in info.value.message
+    assert info.value.hint
+    assert proxy.requests == 3  # attempts means attempts: botocore did not retry on its own
+    assert elapsed < 10  # bounded: 3 attempts of at most the 0.5 s read timeout plus short backoff
