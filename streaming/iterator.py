@@ -42,7 +42,7 @@ def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> I
     def protect() -> set[int]:
         lo = np.searchsorted(use_pos, position[0], side="right") - 1
         hi = np.searchsorted(use_pos, position[0] + window, side="right")
-        return set(use_shards[max(0, lo):hi].tolist()) | ds._readers.open_shards()
+        return set(use_shards[max(0, lo):hi].tolist())
 
     position = [0]
     evict = (lambda _s: ds._after_fetch(protect)) if ds._evictor.limit is not None else None

@@ -185,8 +185,9 @@ class ShardCache:
         tmp_dir = self.state_dir / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         prefix = _safe(f.raw_basename) + "."
-        for stale in tmp_dir.glob(prefix + "*"):  # left by a killed process; we hold the lock
-            stale.unlink(missing_ok=True)
+        for pattern in (prefix + "*", "." + prefix + "*"):  # left by a killed process; we hold the lock
+            for stale in tmp_dir.glob(pattern):
+                stale.unlink(missing_ok=True)
         compressed = bool(f.zip_basename)
         key = f.zip_basename or f.raw_basename
         expected_size = f.zip_bytes if compressed else f.raw_bytes

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
 import xxhash
 import zstandard
+
+sys.path.insert(0, str(Path(__file__).parent))  # logged_store, the reader script
 
 
 def _shard_bytes(rows: list[tuple[int, bytes]]) -> bytes:
@@ -87,3 +90,16 @@ def ranks_iter(monkeypatch):
 @pytest.fixture
 def sample_payload():
     return payload
+
+
+@pytest.fixture
+def logged():
+    """The logged:// test store, registered in this process for the test."""
+    import logged_store
+    from foundry.plugins.manager import unregister_plugin
+
+    logged_store.register()
+    try:
+        yield logged_store
+    finally:
+        unregister_plugin("test-logged-store")

@@ -1,0 +1,139 @@
+"""The shard cache: once per node, SIGKILL-safe, independent caches, corrupt shards, eviction."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.data import DataLoader
+
+from foundry.plugins.errors import ConfigError, DataError
+from foundry.streaming import StreamingDataset
+from foundry.streaming.cache import parse_bytes
+
+READER = Path(__file__).with_name("reader_proc.py")
+
+
+def _shards(cache):
+    return sorted(p.name for p in Path(cache).glob("shard.*"))
+
+
+def test_each_shard_downloaded_once_for_many_workers_and_processes(make_dataset, logged, tmp_path):
+    remote = make_dataset(160, 10, compression="zstd")
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, str(READER), logged.url(remote), str(cache), str(tmp_path / f"ids{i}")])
+             for i in range(2)]
+    ds = StreamingDataset(remote=logged.url(remote), local=str(cache), shuffle=True, batch_size=4)
+    ids = np.concatenate([b["id"].numpy() for b in DataLoader(ds, batch_size=4, num_workers=2)])
+    assert [p.wait(120) for p in procs] == [0, 0]
+    assert sorted(ids.tolist()) == list(range(160))
+    for i in range(2):
+        assert (tmp_path / f"ids{i}").read_text().split() == [str(k) for k in range(160)]
+    counts = Counter(k for k in logged.downloads(remote) if k != "index.json")
+    assert len(counts) == 16 and set(counts.values()) == {1}
+    assert _shards(cache) == [f"shard.{k:05d}.mds" for k in range(16)]  # zip removed after decompressing
+
+
+def test_sigkill_mid_download_then_rerun_on_the_same_cache(make_dataset, logged, tmp_path):
+    remote = make_dataset(60, 10)
+    cache = tmp_path / "cache"
+    stall = Path(f"{remote}.stall")
+    stall.write_text("60")
+    proc = subprocess.Popen([sys.executable, str(READER), logged.url(remote), str(cache)])
+    deadline = time.time() + 60
+    while time.time() < deadline and not list((cache / ".foundry" / "tmp").glob("**/.*.part")):
+        time.sleep(0.05)
+    assert list((cache / ".foundry" / "tmp").glob("**/.*.part")), "reader never started a download"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    stall.unlink()
+    assert not list(cache.glob("shard.*"))  # nothing half-written under a final name
+    ds = StreamingDataset(remote=logged.url(remote), local=str(cache))
+    assert [s["id"] for s in ds] == list(range(60))
+    leftovers = [p for p in (cache / ".foundry" / "tmp").rglob("*") if p.is_file()]
+    assert leftovers == []  # the killed downloads' temporary files were cleared by the next ones
+
+
+def test_two_datasets_with_different_caches_at_once(make_dataset, tmp_path):
+    a, b = make_dataset(80, 10, name="a"), make_dataset(90, 10, name="b")
+    out = {}
+
+    def read(name, remote):
+        ds = StreamingDataset(remote=str(remote), local=str(tmp_path / f"cache-{name}"), shuffle=True, batch_size=2)
+        out[name] = sorted(s["id"] for s in ds)
+
+    threads = [threading.Thread(target=read, args=x) for x in (("a", a), ("b", b))]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert out == {"a": list(range(80)), "b": list(range(90))}
+
+
+def test_corrupt_shard_in_the_store_is_fetched_again_then_refused_by_name(make_dataset, logged, tmp_path):
+    remote = make_dataset(40, 10)
+    shard = remote / "shard.00002.mds"
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0xFF  # same size, different bytes
+    shard.write_bytes(bytes(data))
+    ds = StreamingDataset(remote=logged.url(remote), local=str(tmp_path / "cache"))
+    assert ds[5]["id"] == 5
+    with pytest.raises(DataError, match=r"shard\.00002\.mds.*corrupt.*xxh64"):
+        ds[25]
+    assert Counter(logged.downloads(remote))["shard.00002.mds"] == 2
+    assert "shard.00002.mds" not in _shards(tmp_path / "cache")
+    with pytest.raises(DataError, match="validate_hash='sha1'"):
+        StreamingDataset(remote=str(remote), local=str(tmp_path / "c2"), validate_hash="sha1")[0]
+
+
+def test_unreachable_shard_is_a_clear_error(make_dataset, tmp_path):
+    remote = make_dataset(20, 10)
+    (remote / "shard.00001.mds").unlink()
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "cache"), download_retry=1)
+    with pytest.raises(DataError, match=r"could not download shard shard\.00001\.mds"):
+        ds[15]
+
+
+def test_cache_limit_evicts_least_recently_used_and_reads_everything(make_dataset, tmp_path):
+    remote = make_dataset(200, 10)
+    shard_bytes = (remote / "shard.00000.mds").stat().st_size
+    cache = tmp_path / "cache"
+    ds = StreamingDataset(remote=str(remote), local=str(cache), cache_limit=6 * shard_bytes + 100, predownload=20)
+    assert [s["id"] for s in ds] == list(range(200))
+    assert 0 < len(_shards(cache)) <= 8
+    assert "shard.00019.mds" in _shards(cache)
+    assert ds[3]["id"] == 3  # evicted shards come back on demand
+
+
+def test_eviction_never_deletes_local_only_data(make_dataset, tmp_path):
+    local = make_dataset(100, 10)
+    before = _shards(local)
+    with pytest.warns(UserWarning, match="exists only locally"):
+        ds = StreamingDataset(local=str(local), cache_limit=parse_bytes("1kb") * 2, download_retry=0)
+        ds._evictor.maybe_evict()
+    assert [s["id"] for s in ds] == list(range(100))
+    assert _shards(local) == before
+    # remote == local: the same folder, never evicted either
+    ds = StreamingDataset(remote=str(local), local=str(local), cache_limit="2kb")
+    assert [s["id"] for s in ds] == list(range(100)) and _shards(local) == before
+
+
+def test_cache_limit_smaller_than_a_shard_is_refused(make_dataset, tmp_path):
+    with pytest.raises(ConfigError, match="smaller than one shard"):
+        StreamingDataset(remote=str(make_dataset(20, 10)), local=str(tmp_path / "c"), cache_limit=10)
+    assert parse_bytes("10gb") == 10**10 and parse_bytes("1.5KiB") == 1536
+    with pytest.raises(ConfigError):
+        parse_bytes("ten")
+
+
+def test_missing_local_shard_without_remote(make_dataset):
+    local = make_dataset(20, 10)
+    (local / "shard.00001.mds").unlink()
+    with pytest.raises(DataError, match=r"shard\.00001\.mds is missing.*no remote"):
+        list(StreamingDataset(local=str(local)))
