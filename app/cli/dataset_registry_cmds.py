@@ -1,0 +1,61 @@
+"""`foundry dataset add URL [--name N]`, `foundry dataset list`, `foundry dataset remove NAME`: the
+registered datasets (FOUNDRY_HOME/datasets.yaml) the TUI's Datasets screen shows.
+
+Adds to the `dataset` sub-app when another module (convert/inspect/verify) already made one.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .output import sink
+from .verbs import json_option
+
+
+def _registry():
+    from foundry.app.control.config import FoundryPaths
+    from foundry.app.control.datasets import DatasetRegistry
+
+    return DatasetRegistry(FoundryPaths.resolve().home)
+
+
+def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, file:// or a folder)."),
+        name: Optional[str] = typer.Option(None, "--name", help="Short name (default: from the URL)."),
+        json_out: bool = json_option()) -> None:
+    """Register a dataset URL (shown by `foundry dataset list` and the TUI)."""
+    sink.json_mode = sink.json_mode or json_out
+    entry = _registry().add(url, name)
+    if sink.json_mode:
+        sink.emit({"name": entry.name, "url": entry.url})
+    else:
+        sink.info(f"registered dataset {entry.name}: {entry.url}")
+
+
+def list_datasets(json_out: bool = json_option()) -> None:
+    """List registered datasets."""
+    sink.json_mode = sink.json_mode or json_out
+    sink.emit([{"name": e.name, "url": e.url} for e in _registry().list()], columns=["name", "url"])
+
+
+def remove(name: str = typer.Argument(..., help="Name or URL of a registered dataset.")) -> None:
+    """Forget a registered dataset (its data is untouched)."""
+    _registry().remove(name)
+    sink.info(f"removed dataset {name}")
+
+
+def _dataset_app(app: typer.Typer) -> typer.Typer:
+    for group in app.registered_groups:
+        if group.name == "dataset" and group.typer_instance is not None:
+            return group.typer_instance
+    sub = typer.Typer(help="Datasets: register, list, convert, inspect, verify.", no_args_is_help=True)
+    app.add_typer(sub, name="dataset")
+    return sub
+
+
+def register(app: typer.Typer) -> None:
+    sub = _dataset_app(app)
+    sub.command("add")(add)
+    sub.command("list")(list_datasets)
+    sub.command("remove")(remove)

@@ -1,0 +1,120 @@
+"""What the dashboards show about a run beyond the registry: progress from metrics.jsonl (step / max,
+loss, throughput, ETA), the resolved config, and the checkpoints in its save folder.
+
+Pure summarising (`summarize`) is apart from I/O (`run_progress`, `run_checkpoints`), so the CLI and
+the TUI print the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from foundry.app.control.models import RunInfo
+
+
+@dataclass
+class RunProgress:
+    step: int | None = None
+    max_steps: int | None = None
+    loss: float | None = None
+    throughput: float | None = None     # batches per second
+    eta_s: float | None = None
+
+
+@dataclass
+class CheckpointRow:
+    name: str
+    epoch: int
+    batch: int
+    complete: bool
+    latest: bool
+    size: int
+    url: str
+
+
+def max_steps_of(spec: dict[str, Any], config: dict[str, Any] | None = None) -> int | None:
+    """The run's length in batches when it is given in batches (`max_duration: 100ba` or `100`)."""
+    trainer = (config or {}).get("trainer") or {}
+    duration = trainer.get("max_duration") or (spec.get("parameters") or {}).get("max_duration")
+    if duration is None:
+        return None
+    text = str(duration).strip().lower()
+    if text.endswith("ba"):
+        text = text[:-2]
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if isinstance(value, float) and math.isnan(value) else float(value)
+
+
+def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> RunProgress:
+    """Progress from metrics rows (oldest first); a row may carry `max_steps` itself."""
+    out = RunProgress(max_steps=max_steps)
+    for row in records:
+        if isinstance(row.get("step"), int):
+            out.step = row["step"]
+        if isinstance(row.get("max_steps"), int):
+            out.max_steps = row["max_steps"]
+        if _num(row.get("loss")) is not None:
+            out.loss = _num(row.get("loss"))
+        if _num(row.get("throughput")) is not None:
+            out.throughput = _num(row.get("throughput"))
+    if out.step is not None and out.max_steps and out.throughput:
+        out.eta_s = max(out.max_steps - out.step, 0) / out.throughput
+    return out
+
+
+def resolved_config(cp, name: str) -> dict[str, Any]:
+    """The trainer's resolved config (run_dir/config.json) when it wrote one, else the run spec."""
+    path = cp.paths.run_dir(name) / "config.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            pass
+    return cp.get_run(name, reconcile=False).spec
+
+
+def run_progress(cp, run: RunInfo) -> RunProgress:
+    path = cp.paths.run_dir(run.name) / "config.json"
+    config = None
+    if path.exists():
+        try:
+            config = json.loads(path.read_text())
+        except ValueError:
+            config = None
+    progress = summarize(cp.metrics(run.name), max_steps_of(run.spec, config))
+    if run.status not in ("pending", "running", "stopping"):
+        progress.eta_s = None
+    return progress
+
+
+def save_url(cp, run: RunInfo) -> str | None:
+    config = resolved_config(cp, run.name)
+    trainer = config.get("trainer") if isinstance(config, dict) else None
+    if isinstance(trainer, dict) and trainer.get("save_folder_resolved"):
+        return trainer["save_folder_resolved"]
+    folder = (run.spec.get("parameters") or {}).get("save_folder")
+    return folder.format(run_name=run.name) if isinstance(folder, str) else None
+
+
+def run_checkpoints(cp, run: RunInfo) -> list[CheckpointRow]:
+    """Every checkpoint in the run's save folder (oldest first), with its storage URL."""
+    url = save_url(cp, run)
+    if not url:
+        return []
+    from foundry.plugins.manager import open_store
+    from foundry.trainer.checkpoint.store_ops import list_checkpoints
+
+    store = open_store(url)
+    return [CheckpointRow(e.name, e.epoch, e.batch, e.complete, e.latest, e.size, store.child_url(e.name))
+            for e in list_checkpoints(store)]
