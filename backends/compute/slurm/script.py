@@ -82,6 +82,20 @@ def worker_argv(request: JobRequest, cfg: SlurmConfig) -> list[str]:
     return argv
 
 
+def exit_code_snippet(dir_expr: str) -> str:
+    """Bash that turns torchrun's `$rc` into the job's exit code from the per-rank exit files."""
+    return f"""# torchrun reports 1 when a worker exits non-zero: report the workers' own code instead. A pause
+# is every rank exiting {PAUSED_EXIT_CODE} (or 143 when torchrun tore it down after the others paused).
+paused=0; failed=""
+for f in "{dir_expr}"/ranks/*.exit; do
+  [ -e "$f" ] || continue
+  code=$(cat "$f")
+  case $code in {PAUSED_EXIT_CODE}) paused=1 ;; 0|143) ;; *) failed=${{failed:-$code}} ;; esac
+done
+if [ -n "$failed" ] && [ "$rc" != 0 ]; then rc=$failed
+elif [ "$paused" = 1 ]; then rc={PAUSED_EXIT_CODE}; fi"""
+
+
 def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
     if request.nodes < 1 or request.procs_per_node < 1:
         raise ConfigError("nodes and processes per node must be at least 1")
@@ -160,16 +174,7 @@ SRUN_PID=$!
 while kill -0 "$SRUN_PID" 2>/dev/null; do wait "$SRUN_PID"; done
 wait "$SRUN_PID"; rc=$?
 
-# torchrun reports 1 when a worker exits non-zero: report the workers' own code instead. A pause
-# is every rank exiting {PAUSED_EXIT_CODE} (or 143 when torchrun tore it down after the others paused).
-paused=0; failed=""
-for f in "$FOUNDRY_JOB_DIR"/ranks/*.exit; do
-  [ -e "$f" ] || continue
-  code=$(cat "$f")
-  case $code in {PAUSED_EXIT_CODE}) paused=1 ;; 0|143) ;; *) failed=${{failed:-$code}} ;; esac
-done
-if [ -n "$failed" ] && [ "$rc" != 0 ]; then rc=$failed
-elif [ "$paused" = 1 ]; then rc={PAUSED_EXIT_CODE}; fi
+{exit_code_snippet('$FOUNDRY_JOB_DIR')}
 echo "$rc" > "$FOUNDRY_JOB_DIR/exit_code.tmp" && mv "$FOUNDRY_JOB_DIR/exit_code.tmp" "$FOUNDRY_JOB_DIR/exit_code"
 echo "foundry: job exited with $rc"
 exit "$rc"
