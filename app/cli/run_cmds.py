@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 import yaml
 
+from foundry.plugins.errors import FoundryError
+
 from .output import sink
 from .verbs import json_option, verb
 
@@ -75,11 +77,14 @@ def run(
 
 
 def _follow_and_exit(cp, name: str) -> None:
+    """Stream logs across retries; a run that ends failed or lost exits 1 with its reason."""
     sink.lines(cp.follow_run(name))
     final = cp.get_run(name)
-    sink.info(f"run {name} {final.status}" + (f": {final.latest.exit_reason}" if final.latest and final.latest.exit_reason else ""))
+    reason = final.latest.exit_reason if final.latest and final.latest.exit_reason else None
     if final.status in ("failed", "lost"):
-        raise typer.Exit(1)
+        raise FoundryError(f"run {name} {final.status}" + (f": {reason}" if reason else ""),
+                           hint=f"`foundry describe run {name}`; `foundry logs {name}`")
+    sink.info(f"run {name} {final.status}" + (f": {reason}" if reason else ""))
 
 
 def _run_row(run) -> dict:

@@ -16,6 +16,7 @@ SIGTERM to this process group (a graceful stop) reaches torchrun, which forwards
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,7 @@ def main(job_dir: Path) -> int:
         state, code, reason = "failed", rc, f"torchrun exited {rc} before starting the ranks"
     else:
         state, code, reason = classify(codes, job["nprocs"], stop_flag.exists())
+    shutil.rmtree(job_dir / "secrets", ignore_errors=True)  # secret files live only while the job runs
     write_atomic(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
                                                     "ranks": codes}))
     print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)

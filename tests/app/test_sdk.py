@@ -1,0 +1,60 @@
+"""The SDK: RunConfig.from_file, edit gpus/cluster, create_run, wait, logs, stop, resume, metrics."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from foundry.app import sdk
+from foundry.plugins.errors import ConfigError
+
+from .conftest import wait_for
+
+
+def test_run_config_edit_and_validate(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("run_name: demo\ngpu_num: 4\ncluster: hpc\ncommand: echo hi\n")
+    config = sdk.RunConfig.from_file(path)
+    assert (config.name, config.gpus, config.gpu_num, config.cluster) == ("demo", 4, 4, "hpc")
+    config.gpus = 2
+    config.cluster = "local"
+    config.max_retries = 1
+    spec = config.to_spec()
+    assert (spec.compute.gpus, spec.compute.cluster, spec.scheduling.max_retries) == (2, "local", 1)
+    config.gpus = -1
+    with pytest.raises(ConfigError, match="compute.gpus"):
+        config.to_spec()
+    with pytest.raises(AttributeError):
+        config.gpu_count = 2
+
+
+def test_create_wait_logs_metrics(tmp_path):
+    code = ("import json, os\nprint('hello', os.environ['RANK'])\n"
+            "open(os.environ['FOUNDRY_METRICS_FILE'], 'a').write(json.dumps({'step': 1, 'loss': 2.5}) + '\\n')")
+    config = sdk.RunConfig(name="sdk-run", command=[sys.executable, "-c", code])
+    config.gpus = 1
+    run = sdk.create_run(config)
+    assert run.name == "sdk-run" and run.latest.index == 0
+    run = sdk.wait_for_run(run, timeout=60)
+    assert run.status == "completed"
+    assert sdk.get_logs(run, rank=0) == ["hello 0"]
+    assert sdk.get_metrics(run) == [{"step": 1, "loss": 2.5}]
+    assert [r.name for r in sdk.list_runs()] == ["sdk-run"]
+    assert sdk.dry_run(config).spec["name"] == "sdk-run"
+    sdk.delete_run(run)
+    with pytest.raises(ConfigError):
+        sdk.get_run("sdk-run")
+
+
+def test_stop_and_resume(pausable):
+    run = sdk.create_run({"name": "sdk-pause", "command": pausable, "compute": {"gpus": 1}})
+    wait_for(lambda: any(line.startswith("start") for line in sdk.get_logs(run, rank=0)))
+    assert sdk.stop_run(run).status in ("stopping", "paused")
+    assert sdk.wait_for_run(run, timeout=60).status == "paused"
+    run = sdk.resume_run(run, gpus=2)
+    assert run.latest.index == 1 and run.latest.devices == 2
+    sdk.stop_run(run, graceful=False)
+    assert sdk.wait_for_run(run, timeout=60).status in ("stopped", "paused")
+    assert json.dumps(sdk.get_run(run).to_dict())

@@ -1,0 +1,97 @@
+"""Secrets: stored 0600, listed without values, injected per type, and never in CLI output,
+logs, error messages or the registry database."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from foundry.app.control.secrets import SecretStore
+from foundry.plugins.errors import ConfigError, CredentialsError
+
+ACCESS = "AKIAFOUNDRYTEST0001"
+SECRET = "s3cr3t-Value-Never-Shown-42"
+TOKEN = "hf_tokenValueThatMustNotLeak"
+
+
+def test_store_files_are_private_and_listing_has_no_values(cp):
+    info = cp.create_secret("r2", "s3", {"access_key_id": ACCESS, "secret_access_key": SECRET,
+                                         "endpoint": "https://acct.r2.cloudflarestorage.com"})
+    assert info.public == {"endpoint": "https://acct.r2.cloudflarestorage.com"}
+    path = cp.paths.secrets_dir / "r2.json"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(cp.paths.secrets_dir).st_mode) == 0o700
+    listed = json.dumps([i.to_dict() for i in cp.list_secrets()])
+    assert "r2" in listed and SECRET not in listed and ACCESS not in listed
+    env = cp.secrets.injection("r2").env
+    assert env["AWS_SECRET_ACCESS_KEY"] == SECRET and env["S3_ENDPOINT_URL"].startswith("https://acct")
+    cp.delete_secret("r2")
+    assert cp.list_secrets() == []
+
+
+def test_validation_errors_name_fields_not_values(cp):
+    with pytest.raises(ConfigError, match="needs secret_access_key"):
+        cp.create_secret("a", "s3", {"access_key_id": ACCESS})
+    with pytest.raises(ConfigError, match="has no field"):
+        cp.create_secret("a", "env", {"key": "X", "value": TOKEN, "bogus": TOKEN})
+    with pytest.raises(ConfigError, match="unknown secret type 'vault'"):
+        cp.create_secret("a", "vault", {})
+    cp.create_secret("a", "env", {"key": "X", "value": TOKEN})
+    with pytest.raises(ConfigError) as info:
+        cp.create_secret("a", "env", {"key": "X", "value": TOKEN})
+    assert TOKEN not in str(info.value)
+    with pytest.raises(CredentialsError, match="no secret named 'nope'"):
+        SecretStore(cp.paths.secrets_dir).injection("nope")
+
+
+def test_file_types_inject_files_and_point_at_them(cp):
+    cp.create_secret("oci-main", "oci", {"config": "[DEFAULT]\nuser=ocid1\nkey_file=~/.oci/key.pem\n",
+                                         "key": "-----BEGIN PRIVATE KEY-----\nabc\n"})
+    inj = cp.secrets.injection("oci-main")
+    config = inj.files[inj.env["OCI_CONFIG_FILE"]].decode()
+    assert "key_file=/foundry/secrets/oci-main/key.pem" in config
+    cp.create_secret("gke", "gcp", {"credentials": '{"type": "service_account"}'})
+    inj = cp.secrets.injection("gke")
+    assert inj.files[inj.env["GOOGLE_APPLICATION_CREDENTIALS"]] == b'{"type": "service_account"}'
+
+
+def test_no_secret_value_anywhere(cli, cp, tmp_path):
+    """CLI output (tables and JSON, dry run, describe), job logs and the registry never hold a value."""
+    kube = tmp_path / "kubeconfig"
+    kube.write_text("token: kubeTokenNeverShown99\n")
+    assert cli("create", "secret", "s3", "r2", "--access-key-id", ACCESS, "--secret-access-key", SECRET,
+               "--endpoint", "http://127.0.0.1:9")[0] == 0
+    assert cli("create", "secret", "env", "hf", "--key", "HF_TOKEN", "--value", TOKEN)[0] == 0
+    assert cli("create", "secret", "kubeconfig", "kube", "--kubeconfig", str(kube))[0] == 0
+    digest = lambda v: hashlib.sha256(v.encode()).hexdigest()  # noqa: E731 - the job compares hashes
+    check = (f"import os, hashlib; h = lambda v: hashlib.sha256(v.encode()).hexdigest(); "
+             f"assert h(os.environ['HF_TOKEN']) == {digest(TOKEN)!r}; "
+             f"assert h(os.environ['AWS_SECRET_ACCESS_KEY']) == {digest(SECRET)!r}; "
+             f"assert h(open(os.environ['KUBECONFIG']).read()) == {digest(kube.read_text())!r}; print('secrets ok')")
+    spec = tmp_path / "run.yaml"
+    spec.write_text(json.dumps({"name": "uses-secrets", "command": [sys.executable, "-c", check],
+                                "secrets": ["r2", "hf", "kube"], "compute": {"gpus": 1}}))
+    outputs = [cli("get", "secrets"), cli("--json", "get", "secrets"),
+               cli("run", "-f", str(spec), "--dry-run"), cli("--json", "run", "-f", str(spec), "--dry-run"),
+               cli("run", "-f", str(spec), "--follow"),
+               cli("describe", "run", "uses-secrets"), cli("--json", "describe", "run", "uses-secrets"),
+               cli("logs", "uses-secrets"), cli("get", "runs"),
+               cli("create", "secret", "env", "hf", "--key", "HF_TOKEN", "--value", TOKEN)]
+    text = "\n".join(out + err for _, out, err in outputs)
+    assert "secrets ok" in text and "AWS_SECRET_ACCESS_KEY=***" in text and "already exists" in text
+    assert cp.get_run("uses-secrets").status == "completed"
+    leaks = [ACCESS, SECRET, TOKEN, "kubeTokenNeverShown99"]
+    for value in leaks:
+        assert value not in text
+    stored = b""
+    for path in cp.paths.home.rglob("*"):
+        if path.is_file() and cp.paths.secrets_dir not in path.parents:  # job secret files are gone too
+            stored += path.read_bytes()
+    assert b"uses-secrets" in stored  # the registry and logs were read
+    for value in leaks:
+        assert value.encode() not in stored
