@@ -41,7 +41,7 @@ def translate(exc: BaseException, url: str) -> FoundryError:
 
     if isinstance(exc, (oex.ConfigFileNotFound, oex.InvalidConfig, oex.ProfileNotFound, oex.InvalidPrivateKey,
                         oex.InvalidKeyFilePath)):
-        return CredentialsError(f"no usable OCI credentials for {url}: {type(exc).__name__}", hint=CREDENTIALS_HINT)
+        return CredentialsError(f"no usable OCI credentials for {url}: {type(exc).__name__} {exc}", hint=CREDENTIALS_HINT)
     if isinstance(exc, oex.ServiceError):
         code, status = exc.code, exc.status
         if code == "ObjectNotFound":
