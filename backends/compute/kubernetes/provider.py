@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets as _secrets
+import time
 from typing import Any, Iterator
 
 import yaml
@@ -38,12 +39,14 @@ class KubernetesProvider:
     name = "kubernetes"
     capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True)
     config_keys: frozenset[str] = frozenset()   # extra cluster-config keys a subclass accepts
+    client_max_age: float | None = None         # rebuild the client (fresh token) after this many seconds
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         raw = dict(cluster_config or {})
         self.raw_config = raw
         self.config = KubernetesConfig.from_dict(raw, extra_keys=self.config_keys)
         self._client = None
+        self._client_born = 0.0
 
     # ---- the client (cloud subclasses override kubeconfig())
     def kubeconfig(self) -> str | dict[str, Any] | None:
@@ -52,10 +55,12 @@ class KubernetesProvider:
 
     @property
     def client(self):
-        if self._client is None:
+        expired = self.client_max_age is not None and time.monotonic() - self._client_born > self.client_max_age
+        if self._client is None or expired:
             from .client import KubeClient
 
             self._client = KubeClient(self.kubeconfig(), self.config.context)
+            self._client_born = time.monotonic()
         return self._client
 
     # ---- planning

@@ -1,0 +1,1 @@
+"""AWS: EKS clusters (see eks.py)."""

@@ -1,0 +1,1 @@
+"""Google Cloud: GKE clusters (see gke.py)."""

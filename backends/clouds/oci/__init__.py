@@ -1,0 +1,1 @@
+"""Oracle Cloud: OKE clusters (see oke.py)."""
