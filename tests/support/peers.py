@@ -1,1 +1,138 @@
-"""Fixtures: filled in by its area (see module name)."""
+"""Peer libraries in their own virtual environments, for interop tests.
+
+`mosaic_peer` (session): a venv with mosaicml-streaming 0.13.0, created once and cached under
+$FOUNDRY_PEERS_DIR or <repo>/.venv-peers/, keyed by a version string (bump it to rebuild). Torch is
+pinned to 2.13.0 so the local CPU wheel is reused; torchvision is an import-only stub installed with
+--no-deps, because mosaicml-streaming imports it at import time and the registry's build cannot load
+next to CPU torch 2.13.0 (the interop path never uses it). The fixture returns a runner:
+`mosaic_peer(script, *args)` runs `script` with that venv's Python (isolated mode, so the repo's own
+`streaming/` folder never shadows the peer) and returns stdout; a failure raises with its output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+MOSAIC_KEY = "mosaic-streaming0.13.0-torch2.13.0-v1"
+_REPO = Path(__file__).resolve().parents[2]
+
+_STUB_FILES = {
+    "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "torchvision"
+        version = "0.28.0+foundrystub"
+        description = "Import-only stand-in for torchvision (interop tests never use it)."
+
+        [tool.setuptools]
+        packages = ["torchvision", "torchvision.datasets", "torchvision.transforms"]
+        """,
+    "torchvision/__init__.py": """
+        __version__ = "0.28.0+foundrystub"
+        from . import datasets, transforms  # noqa: F401
+        """,
+    "torchvision/datasets/__init__.py": """
+        from torch.utils.data import Dataset
+
+
+        class VisionDataset(Dataset):
+            def __init__(self, root=None, transforms=None, transform=None, target_transform=None):
+                self.root, self.transforms = root, transforms
+                self.transform, self.target_transform = transform, target_transform
+
+
+        class CIFAR10(VisionDataset):
+            def __init__(self, *args, **kwargs):
+                raise NotImplementedError("torchvision stub")
+        """,
+    "torchvision/transforms/__init__.py": """
+        from . import functional  # noqa: F401
+        """,
+    "torchvision/transforms/functional.py": """
+        def to_tensor(pic):
+            raise NotImplementedError("torchvision stub")
+        """,
+}
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("FOUNDRY_PEERS_DIR") or _REPO / ".venv-peers")
+
+
+def _pip(python: Path, *args: str) -> None:
+    cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def _build_mosaic_venv(target: Path) -> None:
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(staging)], check=True, capture_output=True, timeout=300)
+        python = staging / "bin" / "python"
+        constraints = staging / "constraints.txt"
+        constraints.write_text("torch==2.13.0\n")
+        stub = staging / "torchvision-stub"
+        for rel, text in _STUB_FILES.items():
+            (stub / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stub / rel).write_text(textwrap.dedent(text).lstrip())
+        _pip(python, "torch==2.13.0")
+        _pip(python, "--no-deps", str(stub))  # first, so the real torchvision is never fetched
+        _pip(python, "-c", str(constraints), "mosaicml-streaming==0.13.0")
+        check = subprocess.run([str(python), "-I", "-c", "import streaming; print(streaming.__version__)"],
+                               capture_output=True, text=True, timeout=300)
+        if check.returncode != 0 or check.stdout.strip() != "0.13.0":
+            raise RuntimeError(f"mosaicml-streaming does not import in {staging}:\n{check.stderr[-3000:]}")
+        (staging / "READY").write_text(MOSAIC_KEY)
+        # The venv's scripts hold absolute paths; we only ever run bin/python -m/-c, which is relocatable.
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def mosaic_python() -> Path:
+    """The peer venv's Python, building the venv under a file lock if it is missing."""
+    from filelock import FileLock
+
+    root = peers_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / MOSAIC_KEY
+    with FileLock(str(root / f"{MOSAIC_KEY}.lock"), timeout=1800):
+        if not (target / "READY").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            _build_mosaic_venv(target)
+    return target / "bin" / "python"
+
+
+class PeerRunner:
+    def __init__(self, python: Path):
+        self.python = python
+
+    def __call__(self, script: str, *args: str, timeout: float = 300) -> str:
+        with tempfile.TemporaryDirectory(prefix="foundry-peer-") as cwd:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+            proc = subprocess.run(
+                [str(self.python), "-I", "-c", textwrap.dedent(script), *args],
+                capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+            )
+        if proc.returncode != 0:
+            raise AssertionError(f"peer script failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+        return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def mosaic_peer() -> PeerRunner:
+    """Run Python scripts next to mosaicml-streaming 0.13.0 (see the module docstring)."""
+    return PeerRunner(mosaic_python())
