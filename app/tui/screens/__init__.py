@@ -1,0 +1,1 @@
+"""The views (runs, clusters, datasets, secrets), the details screens and the dialogs."""

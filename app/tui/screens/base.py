@@ -1,0 +1,55 @@
+"""What every Foundry screen shares: the worker-failure route to the app's one handler, readonly
+checks for mutating actions, and (for table views) the `/` filter."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from textual.binding import Binding
+from textual.screen import ModalScreen, Screen
+from textual.worker import Worker, WorkerState
+
+from ..widgets.tables import FilterBar, LiveTable
+
+
+class WorkerFailures:
+    """Routes every failed worker of this screen to `app.report_failure` (one handler)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.app.report_failure(event.worker.error, event.worker.name)
+
+
+class FoundryScreen(WorkerFailures, Screen):
+    MUTATING: frozenset[str] = frozenset()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.MUTATING and getattr(self.app, "readonly", False):
+            return None  # shown disabled in the footer, never runs
+        return True
+
+    def mutating_allowed(self) -> bool:
+        return not self.app.deny_readonly()
+
+
+class TableScreen(FoundryScreen):
+    """A view over one LiveTable (`self.table`) with `/` filtering."""
+
+    BINDINGS = [Binding("slash", "filter", "Filter", key_display="/")]
+
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one(LiveTable)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    def on_filter_bar_changed(self, message: FilterBar.Changed) -> None:
+        self.table.set_filter(message.text)
+
+
+ResultType = TypeVar("ResultType")
+
+
+class FoundryModal(WorkerFailures, ModalScreen[ResultType]):
+    """A dialog; `dismiss(value)` returns its result to the screen that pushed it."""

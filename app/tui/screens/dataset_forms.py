@@ -1,0 +1,134 @@
+"""Dataset dialogs: register a URL, convert JSONL/CSV/an image folder into MDS with a progress bar,
+verify every shard's hashes with a progress bar."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Input, Label, ProgressBar, Select
+
+from foundry.app.control.datasets import DatasetRegistry, convert_to_mds, verify_dataset
+from foundry.plugins.errors import FoundryError
+
+from ..errors import one_line
+from .base import FoundryModal
+
+COMPRESSIONS = [("none", ""), ("zstd", "zstd"), ("gzip", "gz"), ("bz2", "bz2")]
+
+
+class AddDatasetForm(FoundryModal[bool]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog form"):
+            yield Label("Register a dataset", classes="dialog-title")
+            yield Input(placeholder="s3://bucket/path, gs://…, or a local folder", id="dataset-url")
+            yield Input(placeholder="name (optional)", id="dataset-name")
+            yield Label("", id="form-error", classes="form-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Add", id="add", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "cancel":
+            self.dismiss(False)
+            return
+        self.add(self.query_one("#dataset-url", Input).value, self.query_one("#dataset-name", Input).value.strip() or None)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="add dataset")
+    def add(self, url: str, name: str | None) -> None:
+        try:
+            entry = DatasetRegistry(self.app.plane.paths.home).add(url, name)
+        except FoundryError as exc:
+            self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
+            return
+        self.app.call_from_thread(self.notify, f"registered dataset {entry.name}")
+        self.app.call_from_thread(self.dismiss, True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class ConvertForm(FoundryModal[bool]):
+    """Convert, then register the result (dismisses True when a dataset was added)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog form wide"):
+            yield Label("Convert JSONL / CSV / an image folder into MDS", classes="dialog-title")
+            yield Input(placeholder="source: data.jsonl, data.csv or images/ (one folder per class)", id="convert-src")
+            yield Input(placeholder="destination: s3://bucket/mds/train or a local folder", id="convert-dst")
+            yield Select(COMPRESSIONS, value="", allow_blank=False, id="convert-compression")
+            yield ProgressBar(id="convert-progress", show_eta=False)
+            yield Label("", id="form-error", classes="form-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close", id="cancel")
+                yield Button("Convert", id="convert", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "cancel":
+            self.dismiss(False)
+            return
+        src = self.query_one("#convert-src", Input).value.strip()
+        dst = self.query_one("#convert-dst", Input).value.strip()
+        if not src or not dst:
+            self.query_one("#form-error", Label).update("give a source and a destination")
+            return
+        self.query_one("#form-error", Label).update("converting…")
+        self.convert(src, dst, str(self.query_one("#convert-compression", Select).value) or None)
+
+    def _progress(self, done: int, total: int) -> None:
+        self.app.call_from_thread(self.query_one(ProgressBar).update, total=total, progress=done)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="convert dataset")
+    def convert(self, src: str, dst: str, compression: str | None) -> None:
+        try:
+            summary = convert_to_mds(src, dst, compression=compression, progress=self._progress)
+            DatasetRegistry(self.app.plane.paths.home).add(summary.url)
+        except FoundryError as exc:
+            self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
+            return
+        self.app.call_from_thread(self.query_one("#form-error", Label).update,
+                                  f"done: {summary.samples} samples in {summary.shards} shard(s) at {summary.url}")
+        self.app.call_from_thread(self.notify, f"converted {summary.samples} samples into {summary.url}")
+        self.converted = True
+
+    def action_cancel(self) -> None:
+        self.dismiss(getattr(self, "converted", False))
+
+
+class VerifyDialog(FoundryModal[None]):
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, url: str):
+        super().__init__(classes="dialog-screen")
+        self.url = url
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog form"):
+            yield Label(f"Verify {self.url}", classes="dialog-title")
+            yield ProgressBar(id="verify-progress", show_eta=False)
+            yield Label("checking every shard's hashes…", id="verify-result", classes="form-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close", id="close", variant="primary")
+
+    def on_mount(self) -> None:
+        self.verify()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="verify dataset")
+    def verify(self) -> None:
+        def progress(done: int, total: int) -> None:
+            self.app.call_from_thread(self.query_one(ProgressBar).update, total=total, progress=done)
+
+        problems = verify_dataset(self.url, progress)
+        text = "ok: every hash matches" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems[:5])
+        self.app.call_from_thread(self.query_one("#verify-result", Label).update, text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

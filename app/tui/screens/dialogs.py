@@ -1,0 +1,100 @@
+"""Small modal dialogs: confirm (Cancel is the default), jump to a view (`:`), help (`?`)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from .base import FoundryModal
+
+
+class ConfirmDialog(FoundryModal[bool]):
+    """Returns True only when the confirm button is pressed; escape and Cancel return False."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, message: str, confirm: str = "OK", destructive: bool = False):
+        super().__init__(classes="dialog-screen")
+        self.message, self.confirm, self.destructive = message, confirm, destructive
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.message, classes="dialog-message")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary" if self.destructive else "default")
+                yield Button(self.confirm, id="confirm", variant="error" if self.destructive else "primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel" if self.destructive else "#confirm", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class JumpDialog(FoundryModal[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, views: dict[str, str]):
+        super().__init__(classes="dialog-screen")
+        self.views = views
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Jump to view", classes="dialog-title")
+            yield Input(placeholder=":runs, :clusters, :datasets, :secrets", id="jump-input")
+            yield OptionList(*[Option(f"{title}  (:{view})", id=view) for view, title in self.views.items()],
+                             id="jump-list")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        view = self.app.resolve_view(event.value)
+        if view is None:
+            self.notify(f"no view named {event.value!r}", severity="warning")
+            return
+        self.dismiss(view)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpDialog(FoundryModal[None]):
+    """The bindings of the screen it was opened from (k9s' `?`)."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, screen: Screen):
+        super().__init__(classes="dialog-screen")
+        self.target = screen
+
+    def compose(self) -> ComposeResult:
+        table = Table(show_header=True, box=None, expand=True)
+        table.add_column("key", style="bold cyan", no_wrap=True)
+        table.add_column("action")
+        seen = set()
+        for key, active in self.target.active_bindings.items():
+            binding = active.binding
+            if not binding.description or (binding.action, binding.description) in seen:
+                continue
+            seen.add((binding.action, binding.description))
+            desc = binding.description + ("" if active.enabled else " (disabled)")
+            table.add_row(binding.key_display or key, desc)
+        table.add_row(":", "jump to a view (runs, clusters, datasets, secrets)")
+        table.add_row("ctrl+p", "command palette: every action")
+        with Vertical(classes="dialog help"):
+            yield Label(f"Help: {getattr(self.target, 'TITLE', None) or type(self.target).__name__}",
+                        classes="dialog-title")
+            with VerticalScroll():
+                yield Static(table, id="help-table")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,115 @@
+"""One run: loss and throughput plotted live from metrics.jsonl, the resumptions as a timeline,
+checkpoints with their storage URLs, the resolved config and the end of the logs."""
+
+from __future__ import annotations
+
+import yaml
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
+
+from foundry.app.control import run_views
+
+from .. import format as fmt
+from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
+from .base import FoundryScreen
+
+LOG_TAIL = 200
+
+
+class RunDetailScreen(FoundryScreen):
+    TITLE = "Run"
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("l", "logs", "Logs"),
+                Binding("ctrl+r", "refresh", "Refresh", show=False)]
+
+    def __init__(self, run_name: str):
+        super().__init__()
+        self.run_name = run_name
+        self._ticks = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text(self.run_name), id="run-summary")
+        with TabbedContent(id="run-tabs"):
+            with TabPane("Metrics", id="tab-metrics"):
+                with Horizontal(id="plots"):
+                    yield MetricPlot("loss", "loss", id="plot-loss")
+                    yield MetricPlot("throughput", "throughput (ba/s)", id="plot-throughput")
+            with TabPane("Resumptions", id="tab-resumptions"):
+                yield ResumptionTimeline("loading…", id="timeline")
+            with TabPane("Checkpoints", id="tab-checkpoints"):
+                yield DataTable(id="checkpoints", cursor_type="row")
+            with TabPane("Config", id="tab-config"):
+                with VerticalScroll():
+                    yield Static("loading…", id="config", markup=False)
+            with TabPane("Logs", id="tab-logs"):
+                yield Log(id="detail-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"Run: {self.run_name}"
+        table = self.query_one("#checkpoints", DataTable)
+        for key, label in (("name", "checkpoint"), ("step", "step"), ("state", "state"), ("size", "size"),
+                           ("url", "url")):
+            table.add_column(label, key=key)
+        self.refresh_run()
+        self.set_interval(self.app.refresh_interval, self.refresh_run)
+
+    def action_refresh(self) -> None:
+        self._ticks = 0
+        self.refresh_run()
+
+    def action_logs(self) -> None:
+        from .logs import LogsScreen
+
+        self.app.push_screen(LogsScreen(self.run_name))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="refresh run", group="refresh")
+    def refresh_run(self) -> None:
+        plane = self.app.plane
+        run = plane.get_run(self.run_name)
+        records = plane.metrics(self.run_name)
+        progress = run_views.run_progress(plane, run)
+        spans = run_views.steps_by_resumption(run, records)
+        full = self._ticks % 5 == 0
+        self._ticks += 1
+        checkpoints = config = logs = url = None
+        if full:
+            url = run_views.save_url(plane, run)
+            config = run_views.resolved_config(plane, self.run_name)
+            logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
+            try:
+                checkpoints = run_views.run_checkpoints(plane, run)
+            except Exception as exc:  # the store may be unreachable: say so, keep the rest
+                self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
+        self.app.call_from_thread(self._show, run, records, progress, spans, checkpoints, config, logs, url)
+
+    def _show(self, run, records, progress, spans, checkpoints, config, logs, url) -> None:
+        now = self.app.clock()
+        summary = Text.assemble(
+            (run.name, "bold"), "  ", status_text(run.status), f"  on {run.cluster} ({run.devices} dev, "
+            f"{run.nodes} node)  step {fmt.step_of(progress.step, progress.max_steps)}  loss "
+            f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  ETA "
+            f"{fmt.duration(progress.eta_s)}  retries {run.retries_used}/{run.max_retries}  age "
+            f"{fmt.age(run.created_at, now)}")
+        self.query_one("#run-summary", Static).update(summary)
+        self.query_one("#plot-loss", MetricPlot).show(records)
+        self.query_one("#plot-throughput", MetricPlot).show(records)
+        self.query_one(ResumptionTimeline).show(run.resumptions, spans, progress.max_steps, now)
+        if checkpoints is not None:
+            table = self.query_one("#checkpoints", DataTable)
+            table.clear()
+            for c in checkpoints:
+                state = "latest" if c.latest else ("complete" if c.complete else "partial")
+                table.add_row(c.name, str(c.batch), state, fmt.size(c.size), c.url, key=c.name)
+            if not checkpoints:
+                table.add_row("(none yet)", "", "", "", url or "no save_folder in the run spec")
+        if config is not None:
+            self.query_one("#config", Static).update(yaml.safe_dump(config, sort_keys=False).rstrip())
+        if logs is not None:
+            log = self.query_one("#detail-log", Log)
+            log.clear()
+            log.write_lines(logs)

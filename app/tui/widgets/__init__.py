@@ -1,0 +1,1 @@
+"""Widgets grouped by area: tables (shared), runs, datasets."""
