@@ -11,6 +11,7 @@ on each transition exactly once.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,23 @@ if TYPE_CHECKING:
     from .plane import ControlPlane
 
 log = logging.getLogger("foundry.control")
+
+
+RESUMED_RE = re.compile(r"resumed from checkpoint (\S+)")
+
+
+def _record_resumed_from(cp, run_id: str, idx: int, provider, handle: JobHandle) -> None:
+    """The checkpoint the trainer resumed from, as it says in rank 0's log (first 200 lines)."""
+    try:
+        for n, line in enumerate(provider.logs(handle, follow=False, rank=0)):
+            match = RESUMED_RE.search(line)
+            if match:
+                cp.registry.update_resumption(run_id, idx, resumed_from=match.group(1))
+                return
+            if n > 200:
+                return
+    except Exception as exc:  # best effort: the log may be gone
+        log.debug("no resumed-from for %s/%s: %s", run_id, idx, exc)
 
 
 def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
@@ -66,6 +84,7 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             continue  # another reconciler got there first
         cp.emit(run.name, state, details)
         actions.append(f"{run.name}: resumption {res.index} {state}")
+        _record_resumed_from(cp, run.id, res.index, provider, JobHandle(**handle_data))
         if state == JobState.LOST.value and run.retries_used < run.max_retries:
             spec = parse_spec(run.spec)
             place = placement_for(spec, res.cluster, res.devices, res.nodes)

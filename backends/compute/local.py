@@ -81,8 +81,11 @@ class LocalProvider:
         job_dir = self._job_dir(request)
         job_dir.mkdir(parents=True, exist_ok=True)
         job_id = f"local-{uuid.uuid4().hex[:8]}"
+        command = list(request.command)
+        if command and command[0].endswith(".py"):  # a script: run it with this interpreter (as slurm does)
+            command = [sys.executable, *command]
         job = {"job_id": job_id, "run_name": request.run_name, "nprocs": request.procs_per_node,
-               "command": request.command, "setup_commands": request.extra.get("setup_commands", [])}
+               "command": command, "setup_commands": request.extra.get("setup_commands", [])}
         (job_dir / "job.json").write_text(json.dumps(job, indent=2))
         env = {**os.environ, **self._place_secret_files(request, job_dir)}
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
