@@ -25,10 +25,10 @@ MAX_PARTS = 10_000
 
 @dataclass(frozen=True)
 class TransferConfig:
-    part_size: int = 16 * MiB
+    part_size: int = 8 * MiB
     concurrency: int = 8
     # Objects up to this size move in one request.
-    threshold: int = 16 * MiB
+    threshold: int = 8 * MiB
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "TransferConfig":
