@@ -91,6 +91,7 @@ class CheckpointSaver:
             else:
                 files = self._write_sharded(staging, state, extra)
             if self.rank != 0:
+                self._prune_staging(name)
                 return
             manifest = Manifest(name=name, run_name=self.run_name, layout=self.layout,
                                 world_size=self.world_size, timestamp=meta["timestamp"],
