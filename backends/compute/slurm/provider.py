@@ -117,11 +117,15 @@ class SlurmProvider:
         nodes = handle.data.get("nodes")
         code = self._exit_code(handle)
         state = job["state"] if job else None
-        stop_requested = self.cli.exists(str(PurePosixPath(handle.data["job_dir"]) / "pause_requested"))
+        job_dir = PurePosixPath(handle.data["job_dir"])
+        stopped_by_us = self.cli.exists(str(job_dir / "stop_requested"))   # written by stop(graceful=True)
+        stop_requested = stopped_by_us or self.cli.exists(str(job_dir / "pause_requested"))  # or the trap ran
         if state in sc.ACTIVE_STATES:
             return JobStatus(JobState.PENDING, reason=job["reason"] if job["reason"] != "None" else None, nodes=nodes)
         if state in sc.RUNNING_STATES and code is None:
             return JobStatus(JobState.STOPPING if stop_requested else JobState.RUNNING, nodes=nodes)
+        if state == "CANCELLED" and code is None and stopped_by_us and not self.cli.exists(str(job_dir / "ranks" / "0.pid")):
+            return JobStatus(JobState.PAUSED, reason="stopped before it started", nodes=nodes)
         if state in sc.LOST_STATES and code != PAUSED_EXIT_CODE:
             return JobStatus(JobState.LOST, exit_code=code, reason=f"slurm job {state.lower()}", nodes=nodes)
         if code is not None:
@@ -165,6 +169,8 @@ class SlurmProvider:
         job = self._squeue(handle.job_id).get(handle.job_id)
         if job is None or job["state"] not in sc.ACTIVE_STATES | sc.RUNNING_STATES:
             return  # already finished
+        if graceful:   # status() shows STOPPING at once, and PAUSED for a job cancelled while pending
+            self.cli.write_file(str(PurePosixPath(handle.data["job_dir"]) / "stop_requested"), b"graceful\n")
         if graceful and job["state"] in sc.RUNNING_STATES:
             # the batch shell's trap sends SIGTERM once to every worker; they checkpoint and exit 75
             self.cli.run(["scancel", "--batch", "--signal=TERM", handle.job_id])

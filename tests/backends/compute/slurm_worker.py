@@ -2,7 +2,7 @@
 
     slurm_worker.py allreduce     all-reduce of rank+1 over the world; prints it, the job's env, the secret
     slurm_worker.py pause         waits; on SIGTERM counts signals for a moment, then exits 75 (paused)
-    slurm_worker.py sleep         waits until killed
+    slurm_worker.py sleep         waits; SIGTERM kills it (default action)
     slurm_worker.py fail N        rank 0 exits with N, the others exit 0
 """
 
@@ -24,7 +24,8 @@ def on_term(signum, frame):
 
 def main() -> int:
     mode = sys.argv[1]
-    signal.signal(signal.SIGTERM, on_term)
+    if mode == "pause":
+        signal.signal(signal.SIGTERM, on_term)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     print(f"ready rank={rank} world={world}", flush=True)

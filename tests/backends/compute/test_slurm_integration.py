@@ -112,3 +112,12 @@ def test_unknown_job_is_lost_and_describe_shows_the_node(provider, slurm_cluster
     info = provider.describe()
     assert info["state"] == "ready" and info["nodes"] == 1 and info["cpus"] >= 1
     assert info["node_list"][0]["name"] == slurm_cluster.node
+
+
+def test_graceful_stop_of_a_pending_job_cancels_it_as_paused(provider, slurm_cluster):
+    # a job that cannot start: more nodes than the cluster has, so it stays pending
+    handle = provider.launch(provider.dryrun(_request("sleep", nodes=2)))
+    assert provider.status(handle).state == JobState.PENDING
+    provider.stop(handle, graceful=True)
+    status, _ = _wait(provider, handle, lambda s: s.state.terminal, timeout=20)
+    assert status.state == JobState.PAUSED and status.reason == "stopped before it started"
