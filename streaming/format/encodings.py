@@ -62,9 +62,12 @@ class Int(Encoding):
     _struct = struct.Struct("<q")
 
     def encode(self, obj: Any) -> bytes:
-        if not isinstance(obj, (int, np.integer)):
-            raise self._type_error(obj, "int")
-        return np.int64(obj).tobytes()
+        try:
+            return self._struct.pack(obj)
+        except struct.error:
+            if not isinstance(obj, (int, np.integer)):
+                raise self._type_error(obj, "int") from None
+            raise DataError(f"int {obj} does not fit in int64") from None
 
     def decode(self, data: bytes) -> int:
         return self._struct.unpack_from(data)[0]

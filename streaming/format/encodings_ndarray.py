@@ -6,6 +6,8 @@ Shape header: one byte `(ndim << 2) | w` (w: 0=u8, 1=u16, 2=u32, 3=u64), then nd
 
 from __future__ import annotations
 
+import struct
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,14 @@ CODE_TO_DTYPE = {8: "uint8", 9: "int8", 16: "uint16", 17: "int16", 18: "float16"
                  33: "int32", 34: "float32", 64: "uint64", 65: "int64", 66: "float64"}
 DTYPE_TO_CODE = {v: k for k, v in CODE_TO_DTYPE.items()}
 _WIDTHS = {0: "<u1", 1: "<u2", 2: "<u4", 3: "<u8"}
+# Looked up by dtype object: `dtype.name` costs microseconds per call.
+_CODE_BY_DTYPE = {np.dtype(name).newbyteorder("<"): code for code, name in CODE_TO_DTYPE.items()}
+_CODE_BYTES = {code: bytes([code]) for code in CODE_TO_DTYPE}
+
+
+@lru_cache(maxsize=None)
+def _shape_struct(ndim: int, width: int) -> struct.Struct:
+    return struct.Struct(f"<B{ndim}{'BHIQ'[width]}")
 
 
 class NDArray(Encoding):
@@ -45,13 +55,19 @@ class NDArray(Encoding):
     def encode(self, obj: Any) -> bytes:
         if not isinstance(obj, np.ndarray):
             raise self._type_error(obj, "a numpy array")
-        code = DTYPE_TO_CODE.get(obj.dtype.name)
+        if self.size is not None and obj.dtype == self.np_dtype and obj.shape == self.shape:
+            return obj.tobytes()  # the common fixed-size case, without the checks below
+        code = _CODE_BY_DTYPE.get(obj.dtype)
         if code is None:
-            raise DataError(f"unsupported ndarray dtype {obj.dtype.name}")
+            name = obj.dtype.name
+            if name not in DTYPE_TO_CODE:
+                raise DataError(f"unsupported ndarray dtype {name}")
+            obj = obj.astype(obj.dtype.newbyteorder("<"))  # stored little-endian
+            code = DTYPE_TO_CODE[name]
         parts = []
         if self.dtype is None:
-            parts.append(bytes([code]))
-        elif obj.dtype.name != self.dtype:
+            parts.append(_CODE_BYTES[code])
+        elif code != DTYPE_TO_CODE[self.dtype]:
             raise DataError(f"wrong dtype for {self.name!r}: got {obj.dtype.name}")
         if obj.size == 0:
             raise DataError("cannot encode an ndarray with no elements")
@@ -63,12 +79,11 @@ class NDArray(Encoding):
                 raise DataError(f"ndarray has too many axes ({ndim}, at most 63)")
             biggest = max(obj.shape)
             width = 0 if biggest < 1 << 8 else 1 if biggest < 1 << 16 else 2 if biggest < 1 << 32 else 3
-            parts.append(bytes([(ndim << 2) | width]))
-            parts.append(np.array(obj.shape, _WIDTHS[width]).tobytes())
+            parts.append(_shape_struct(ndim, width).pack((ndim << 2) | width, *obj.shape))
         elif obj.shape != self.shape:
             raise DataError(f"wrong shape for {self.name!r}: expected {self.shape}, got {obj.shape}")
         parts.append(obj.tobytes())
-        return b"".join(parts) if len(parts) > 1 else parts[0]
+        return b"".join(parts)
 
     def decode(self, data: bytes) -> np.ndarray:
         pos = 0

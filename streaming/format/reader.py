@@ -58,10 +58,15 @@ class ShardReader:
         offsets = np.frombuffer(buf, "<u4", n + 1, 4)
         if n and (np.any(np.diff(offsets.astype(np.int64)) < 0)):
             raise DataError(f"{where} has decreasing sample offsets")
+        if int(offsets[-1]) > len(buf) and self._map_is_data(buf):
+            raise DataError(f"{where} is truncated ({len(buf)} bytes, samples end at {int(offsets[-1])})")
         return offsets.tolist()
 
     def _ensure(self) -> None:
         raise NotImplementedError
+
+    def _map_is_data(self, buf) -> bool:
+        return True
 
     def _check_index(self, i: int) -> int:
         n = self.info.samples
@@ -177,6 +182,11 @@ class SplitShardReader(ShardReader):
         finally:
             meta.close()
         self._map = self._open_map(self.path)
+        if self._offsets[-1] > len(self._map):
+            raise DataError(f"data file {self.path} is truncated")
+
+    def _map_is_data(self, buf) -> bool:
+        return False
 
     def get_sample(self, i: int) -> dict[str, Any]:
         text = self.get_sample_bytes(i).decode("utf-8")
