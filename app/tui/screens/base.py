@@ -28,6 +28,10 @@ class FoundryScreen(WorkerFailures, Screen):
             return None  # shown disabled in the footer, never runs
         return True
 
+    def set_view_title(self, view: str) -> None:
+        self.title = "Foundry"
+        self.sub_title = view + (" (read-only)" if getattr(self.app, "readonly", False) else "")
+
     def mutating_allowed(self) -> bool:
         return not self.app.deny_readonly()
 

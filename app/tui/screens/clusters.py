@@ -37,7 +37,7 @@ class ClustersScreen(TableScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Clusters"
+        self.set_view_title("Clusters")
         self.refresh_clusters()
         self.set_interval(max(self.app.refresh_interval * 5, 5.0), self.refresh_clusters)
 

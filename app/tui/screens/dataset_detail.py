@@ -40,7 +40,7 @@ class DatasetScreen(FoundryScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"Dataset: {self.dataset_name}"
+        self.set_view_title(f"Dataset: {self.dataset_name}")
         self.load_summary()
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="inspect dataset", group="summary")

@@ -41,7 +41,7 @@ class DatasetsScreen(TableScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Datasets"
+        self.set_view_title("Datasets")
         self.entries: dict = {}
         self.refresh_datasets()
 

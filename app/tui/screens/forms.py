@@ -45,6 +45,9 @@ class PlacementForm(FoundryModal[tuple | None]):
             yield Label("cluster")
             yield Select([], id="cluster", prompt="(loading clusters)", allow_blank=True)
             with Horizontal(classes="form-row"):
+                yield Label("devices (gpus, total)")
+                yield Label("nodes")
+            with Horizontal(classes="form-row"):
                 yield Input(placeholder="devices (gpus)", id="gpus", type="integer")
                 yield Input(placeholder="nodes", id="nodes", type="integer")
             yield Label("", id="form-error", classes="form-error")

@@ -42,7 +42,7 @@ class LogsScreen(FoundryScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"Logs: {self.run_name}"
+        self.set_view_title(f"Logs: {self.run_name}")
         self.load_choices()
         self.tail()
 

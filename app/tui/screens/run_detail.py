@@ -50,7 +50,7 @@ class RunDetailScreen(FoundryScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"Run: {self.run_name}"
+        self.set_view_title(f"Run: {self.run_name}")
         table = self.query_one("#checkpoints", DataTable)
         for key, label in (("name", "checkpoint"), ("step", "step"), ("state", "state"), ("size", "size"),
                            ("url", "url")):

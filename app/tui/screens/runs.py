@@ -38,7 +38,7 @@ class RunsScreen(TableScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Runs"
+        self.set_view_title("Runs")
         self.refresh_runs()
         self.set_interval(self.app.refresh_interval, self.refresh_runs)
 

@@ -37,7 +37,7 @@ class SecretsScreen(TableScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = "Credentials"
+        self.set_view_title("Credentials")
         self.refresh_secrets()
 
     def action_refresh(self) -> None:
