@@ -94,6 +94,7 @@ class Writer:
         self._jobs: list[Future] = []
         self._body = None
         self._body_path: str | None = None
+        self._body_paths: list[str] = []
         self._sizes: list[int] = []
         self._shard_size = 0
         self._closed = False
@@ -156,6 +157,7 @@ class Writer:
             name = shard_basename(len(self._jobs), self.format)
             self._body_path = os.path.join(self.local, f".{name}.body.part")
             self._body = open(self._body_path, "wb", buffering=1 << 20)
+            self._body_paths.append(self._body_path)
         self._body.write(data)
         self._sizes.append(len(data))
         self._shard_size += size
@@ -231,6 +233,11 @@ class Writer:
         self._finisher.shutdown(wait=True, cancel_futures=True)
         if self._uploader is not None:
             self._uploader.close(cancel=True)
+        for path in self._body_paths:  # bodies of shards whose finishing was cancelled
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
         self._close()
 
     def _close(self) -> None:
