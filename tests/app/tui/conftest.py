@@ -91,8 +91,10 @@ def cell(table, key: str, column: str) -> str:
 
 
 def screen_text(app) -> str:
-    """Everything on screen as plain text (for 'is it shown / never shown' checks)."""
-    return app.export_screenshot()
+    """Everything on screen as text (the screenshot SVG, entities decoded), for 'shown / never shown'."""
+    import html
+
+    return html.unescape(app.export_screenshot()).replace("\xa0", " ")
 
 
 @pytest.fixture
