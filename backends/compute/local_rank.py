@@ -3,7 +3,8 @@
     python -m foundry.backends.compute.local_rank JOB_DIR -- COMMAND...
 
 Runs COMMAND, writes its output to JOB_DIR/ranks/rank-N.log and (prefixed "[rank N]") to stdout,
-forwards SIGTERM/SIGINT to it, and writes its exit status to JOB_DIR/ranks/rank-N.exit (negative:
+forwards SIGTERM/SIGINT to it exactly once per signal received (COMMAND runs in its own process
+group, so torchrun's killpg of this wrapper's group does not reach it twice), and writes its exit status to JOB_DIR/ranks/rank-N.exit (negative:
 killed by that signal). Both this wrapper and COMMAND die with their parent (PR_SET_PDEATHSIG), so
 killing the job's launcher never leaves orphan ranks behind.
 """
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> int:
     ranks = job_dir / "ranks"
     ranks.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
     write_atomic(ranks / f"rank-{rank}.pid", str(child.pid))
 
     def forward(signum, _frame):

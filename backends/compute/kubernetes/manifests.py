@@ -16,7 +16,7 @@ from typing import Any
 from foundry.plugins.compute import PAUSED_EXIT_CODE, JobRequest
 from foundry.plugins.errors import ConfigError
 
-from ..slurm.script import exit_code_snippet, render_pause, render_rank_wrapper
+from ..slurm.script import exit_code_snippet, render_pause, render_rank_wrapper, setup_snippet
 from .config import KubernetesConfig
 
 LABEL_PREFIX = "foundry.dev"
@@ -71,6 +71,7 @@ FOUNDRY_EOF
 cat > "$dir/pause.sh" <<'FOUNDRY_EOF'
 {render_pause(POD_DIR).rstrip()}
 FOUNDRY_EOF
+{setup_snippet(request, None)}
 foundry_pause() {{ echo "foundry: SIGTERM: pausing the ranks"; touch "$dir/pause_requested"; bash "$dir/pause.sh"; }}
 trap foundry_pause TERM
 echo "foundry: pod $(hostname) of {request.nodes}, rendezvous {rdzv_host}:{cfg.rdzv_port}"

@@ -79,7 +79,22 @@ def worker_argv(request: JobRequest, cfg: SlurmConfig) -> list[str]:
     argv = list(request.command)
     if argv[0].endswith(".py"):
         argv = [cfg.python, *argv]
+    elif argv[0] in ("python", "python3"):
+        argv[0] = cfg.python      # the cluster's interpreter (with torch) on the compute nodes
     return argv
+
+
+def setup_snippet(request: JobRequest, exit_file: str | None) -> str:
+    """The run spec's setup lines (integrations: git clone, pip install), run in a subshell before
+    torchrun; a failing line fails the job with its code."""
+    lines = list(request.extra.get("setup_commands", []))
+    if not lines:
+        return ""
+    record = f'echo "$rc" > {exit_file}; ' if exit_file else ""
+    body = "\n".join(f"  {line}" for line in lines)
+    return f"""( set -e
+{body}
+) || {{ rc=$?; echo "foundry: setup failed ($rc)"; {record}exit "$rc"; }}"""
 
 
 def exit_code_snippet(dir_expr: str) -> str:
@@ -136,7 +151,8 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
     ]
     torchrun_line = " ".join(t if t.startswith("--") or t == "bash" else q(t) for t in torchrun)
     command = " ".join(q(a) for a in worker_argv(request, cfg))
-    setup = "\n".join(cfg.setup)
+    setup = "\n".join([*cfg.setup, setup_snippet(request, '"$FOUNDRY_JOB_DIR/exit_code"')]).strip()
+    path_line = f'export PATH={q(str(PurePosixPath(cfg.python).parent))}:"$PATH"' if cfg.python.startswith("/") else ""
     secret_lines = "\n".join(
         f"#   {m.path} -> {secret_path(job_dir, m.path)} (mode {m.mode:o})" for m in request.secret_files
     ) or "#   (none)"
@@ -150,6 +166,7 @@ export FOUNDRY_JOB_DIR={q(job_dir)}
 set -a; source "$FOUNDRY_JOB_DIR/env.sh"; set +a   # env + secrets, mode 0600
 export RUN_NAME={q(request.run_name)} RUN_ID={q(request.run_id)} RESUMPTION_INDEX={request.resumption}
 export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
+{path_line}
 {setup}
 export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 export MASTER_PORT=$(( {cfg.rdzv_port_base} + SLURM_JOB_ID % 10000 ))

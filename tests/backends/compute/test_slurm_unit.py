@@ -81,3 +81,13 @@ def test_parsers():
     nodes = sc.parse_sinfo("n1|64|gpu:h100:8|idle|gpu*\nn1|64|gpu:h100:8|idle|all\nn2|64|(null)|down*|cpu\n")
     assert [n["name"] for n in nodes] == ["n1", "n2"]
     assert nodes[0]["gpus"] == 8 and nodes[0]["partitions"] == ["gpu", "all"] and nodes[1]["state"] == "down"
+
+
+def test_python_and_setup_commands_use_the_clusters_interpreter():
+    provider = SlurmProvider({"python": "/opt/venv/bin/python", "setup": ["module load cuda"]})
+    request = _request(command=["python", "-m", "foundry.trainer"],
+                       extra={"setup_commands": ["[ -d repo ] || git clone https://x/repo.git repo"]})
+    script = provider.dryrun(request).artifacts["sbatch"]
+    assert "/opt/venv/bin/python -m foundry.trainer" in script
+    assert "export PATH=/opt/venv/bin:" in script
+    assert "module load cuda\n( set -e\n  [ -d repo ] || git clone https://x/repo.git repo\n)" in script
