@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import yaml
 
 from foundry.plugins.compute import PAUSED_EXIT_CODE, Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan
-from foundry.plugins.errors import ProviderError
+from foundry.plugins.errors import CredentialsError, ProviderError
 
 from .config import KubernetesConfig
 from .manifests import LABEL_PREFIX, build_manifests, check_job_rules, dns_name
@@ -139,8 +139,14 @@ class KubernetesProvider:
         """The log of the pod running `rank` (pod index = rank // procs_per_node; pod 0 by default)."""
         index = 0 if rank is None else rank // max(1, int(handle.data.get("procs_per_node") or 1))
         ns = handle.data.get("namespace", self.config.namespace)
-        pods = [p for p in self._pods(handle)
-                if ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-completion-index") == str(index)]
+        label = "batch.kubernetes.io/job-completion-index"
+        while True:
+            pods = [p for p in self._pods(handle)
+                    if ((p.get("metadata") or {}).get("labels") or {}).get(label) == str(index)
+                    and (p.get("status") or {}).get("phase") != "Pending"]
+            if pods or not follow or self.status(handle).state.terminal:
+                break
+            time.sleep(1.0)   # following a job whose pod has not started yet
         if not pods:
             return iter(())
         return self.client.pod_log(ns, pods[0]["metadata"]["name"], follow)
@@ -172,8 +178,15 @@ class KubernetesProvider:
         return handles
 
     def describe(self) -> dict[str, Any]:
+        try:
+            listed = self.client.list_nodes()
+        except CredentialsError:
+            # namespace-scoped credentials may not list nodes: reachability is all we can show
+            self.client.list_jobs(self.config.namespace, "app.kubernetes.io/managed-by=foundry")
+            return {"provider": self.name, "nodes": None, "devices": None, "state": "ready",
+                    "namespace": self.config.namespace, "note": "no permission to list nodes"}
         nodes = []
-        for node in self.client.list_nodes():
+        for node in listed:
             cap = (node.get("status") or {}).get("capacity") or {}
             ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in (node.get("status") or {}).get("conditions") or [])

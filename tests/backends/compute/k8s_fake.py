@@ -42,6 +42,7 @@ class FakeKubeAPI:
         self.objects: dict[tuple[str, str, str], dict] = {}   # (resource, namespace, name) -> object
         self.logs: dict[tuple[str, str], str] = {}             # (namespace, pod) -> text
         self.requests: list[tuple[str, str]] = []
+        self.forbidden: set[str] = set()                       # resources answered with 403
         self.lock = threading.Lock()
         fake = self
 
@@ -83,6 +84,8 @@ class FakeKubeAPI:
                 if self.headers.get("Authorization") != f"Bearer {fake.token}":
                     return self._status(401, "Unauthorized", "Unauthorized")
                 resource, ns, name, sub, query = self._route()
+                if resource in fake.forbidden:
+                    return self._status(403, "Forbidden", f'{resource} is forbidden: User "fake" cannot list')
                 api_version, kind = KINDS[resource]
                 key = (resource, ns or "", name or "")
                 with fake.lock:

@@ -138,6 +138,12 @@ def test_fake_api_describe_counts_nodes_and_gpus(fake, provider):
     assert [n["state"] for n in info["node_list"]] == ["ready", "not ready"]
 
 
+def test_fake_api_describe_without_permission_to_list_nodes(fake, provider):
+    fake.forbidden.add("nodes")
+    info = provider.describe()
+    assert info["state"] == "ready" and info["nodes"] is None and "permission" in info["note"]
+
+
 @pytest.mark.skipif(not os.environ.get("KUBECONFIG"), reason="real-cluster test: set KUBECONFIG to run it")
 def test_real_cluster_describe():
     info = KubernetesProvider({"namespace": os.environ.get("FOUNDRY_TEST_K8S_NAMESPACE", "default")}).describe()
