@@ -1,0 +1,49 @@
+"""`foundry checkpoint ls URL` and `foundry checkpoint inspect URL`: what a save folder holds and
+what one checkpoint describes about itself. The work is in foundry.trainer.checkpoint.catalog."""
+
+from __future__ import annotations
+
+import typer
+
+from .output import sink
+
+checkpoint_app = typer.Typer(help="Inspect training checkpoints in any storage URL.", no_args_is_help=True)
+
+
+@checkpoint_app.command("ls")
+def ls(url: str = typer.Argument(..., help="A save folder: a path or s3://, gs://, file:// URL.")) -> None:
+    """List the checkpoints of a save folder, oldest first (LATEST marks what a resume loads)."""
+    from foundry.trainer.checkpoint.catalog import list_folder
+
+    rows = list_folder(url)
+    if not rows and not sink.json_mode:
+        sink.info(f"no checkpoints in {url}")
+        return
+    sink.emit(rows, columns=["name", "epoch", "batch", "complete", "latest", "size", "files"])
+
+
+@checkpoint_app.command("inspect")
+def inspect(
+    url: str = typer.Argument(..., help="A checkpoint folder, or a save folder (its latest checkpoint)."),
+    verify: bool = typer.Option(False, "--verify", help="Download every file and check its sha256."),
+) -> None:
+    """Show what a checkpoint holds: run, timestamp, layout, world size, files, configuration."""
+    from foundry.trainer.checkpoint.catalog import describe
+
+    info = describe(url, verify=verify)
+    if sink.json_mode:
+        sink.emit(info)
+        return
+    ts = info.pop("timestamp")
+    files = info.pop("files")
+    config = info.pop("config")
+    info["timestamp"] = ", ".join(f"{k}={ts[k]}" for k in ("epoch", "batch", "sample", "token") if k in ts)
+    info["files"] = ", ".join(f"{f['key']} ({f['size']} B)" for f in files)
+    trainer = config.get("trainer", {}) if isinstance(config, dict) else {}
+    info["max_duration"] = trainer.get("max_duration")
+    info["model"] = (config.get("model") or {}).get("class") if isinstance(config, dict) else None
+    sink.emit(info)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(checkpoint_app, name="checkpoint")
