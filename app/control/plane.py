@@ -94,7 +94,7 @@ class ControlPlane:
     def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement) -> tuple[Any, Plan]:
         provider = self.clusters.provider(place.cluster)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
-                                gpu_cluster=bool(getattr(provider.capabilities, "gpus", False)))
+                                gpu_cluster=_has_gpus(provider, place))
         return provider, provider.dryrun(request)
 
     def dry_run(self, spec: RunSpec | dict | str, *, name: str | None = None, cluster: str | None = None,
@@ -289,6 +289,19 @@ class ControlPlane:
     def emit(self, run_name: str, event: str, details: dict) -> None:
         """Tell every on_run_event observer; a failing one is logged and skipped (plugins.manager)."""
         notify_run_event(run_name, event, details)
+
+
+def _has_gpus(provider: Any, place: Placement) -> bool:
+    """Whether the job asks for GPUs: the provider can schedule them and the cluster has some."""
+    if not getattr(provider.capabilities, "gpus", False):
+        return False
+    if place.gpu_type:
+        return place.gpu_type.lower() not in ("cpu", "none")
+    try:
+        gpus = (provider.describe() or {}).get("gpus")
+    except Exception:
+        return True
+    return gpus is None or int(gpus) > 0
 
 
 def _handle_dict(handle: JobHandle) -> dict:
