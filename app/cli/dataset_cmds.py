@@ -1,0 +1,124 @@
+"""`foundry dataset convert | inspect | verify`: parse, call foundry.streaming, print through the sink."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+
+import typer
+
+from .output import sink
+
+
+
+def _json(flag: bool) -> None:
+    sink.json_mode = sink.json_mode or flag
+
+
+@contextmanager
+def _progress(description: str, unit: str):
+    """Yields a progress(done, total) callback: a rich bar on a terminal, nothing otherwise."""
+    if not sink.interactive:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                  TimeElapsedColumn(), console=sink.err, transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def convert_cmd(
+    src: str = typer.Argument(..., help="A .jsonl, .csv or .tsv file, or a folder with one sub-folder per class."),
+    dst: str = typer.Argument(..., help="Output: a local folder or a storage URL (s3://, gs://, file://, ...)."),
+    workers: int = typer.Option(1, "--workers", "-w", help="Parallel worker processes."),
+    compression: str = typer.Option(None, "--compression", help="zstd, zstd:LEVEL, gz, bz2, br, snappy."),
+    size_limit: str = typer.Option("64mb", "--size-limit", help="Shard size limit (bytes or 64mb, 100kb...)."),
+    hashes: str = typer.Option("sha1,xxh64", "--hashes", help="Comma-separated hash algorithms ('' for none)."),
+    columns: str = typer.Option(None, "--columns", help="NAME:ENCODING,... (default: inferred)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset at DST."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Convert JSONL, CSV/TSV or an image folder into an MDS dataset."""
+    from foundry.streaming.convert import convert, parse_columns
+
+    _json(json_out)
+    algos = [h.strip() for h in hashes.split(",") if h.strip()]
+    with _progress("converting", "samples") as progress:
+        result = convert(src, dst, columns=parse_columns(columns), compression=compression, hashes=algos,
+                         size_limit=size_limit, workers=workers, exist_ok=overwrite, progress=progress)
+    data = result.as_dict()
+    if not sink.json_mode:
+        data["columns"] = ", ".join(f"{k}:{v}" for k, v in result.columns.items())
+    sink.emit(data)
+
+
+def inspect_cmd(
+    url: str = typer.Argument(..., help="The dataset's folder or URL (where index.json is)."),
+    samples: int = typer.Option(3, "--samples", "-n", help="How many samples to decode and show."),
+    allow_unsafe_types: bool = typer.Option(False, "--allow-unsafe-types", help="Decode pkl columns too."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Shards, samples, bytes, columns, compression and a few decoded samples."""
+    from foundry.streaming.inspect import inspect_dataset
+
+    _json(json_out)
+    summary = inspect_dataset(url, samples=samples, allow_unsafe_types=allow_unsafe_types)
+    if sink.json_mode:
+        sink.emit(summary)
+        return
+    head = {k: v for k, v in summary.items() if k not in ("columns", "samples_preview")}
+    sink.emit(head)
+    sink.out.print()
+    sink.emit(summary["columns"], columns=["name", "encoding", "size"], title="columns")
+    for i, sample in enumerate(summary["samples_preview"]):
+        sink.out.print(f"sample {i}: " + json.dumps(sample, ensure_ascii=False, default=str), markup=False)
+
+
+def verify_cmd(
+    url: str = typer.Argument(..., help="The dataset's folder or URL (where index.json is)."),
+    workers: int = typer.Option(4, "--workers", "-w", help="Shards checked in parallel."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check every shard: present, right size, every hash, every header. Exits 1 on a bad shard."""
+    from foundry.streaming.verify import verify_dataset
+
+    _json(json_out)
+    with _progress("verifying", "shards") as progress:
+        report = verify_dataset(url, workers=workers, progress=progress)
+    data = report.as_dict()
+    if sink.json_mode:
+        sink.emit(data)
+    else:
+        sink.emit({k: v for k, v in data.items() if k != "bad_shards"})
+    for bad in report.bad:
+        for problem in bad.problems:
+            sink.info(f"bad shard {bad.shard}: {problem}")
+    if not report.ok:
+        from foundry.plugins.errors import DataError
+
+        names = ", ".join(b.shard for b in report.bad)
+        raise DataError(f"{len(report.bad)} of {len(report.shards)} shards are bad: {names}",
+                        hint="re-write or re-upload those shards")
+
+
+def _dataset_app(app: typer.Typer) -> typer.Typer:
+    """The `dataset` sub-app, shared with the other module that adds dataset commands."""
+    for group in app.registered_groups:
+        if group.name == "dataset" and group.typer_instance is not None:
+            return group.typer_instance
+    sub = typer.Typer(help="Datasets: convert, inspect, verify, register.", no_args_is_help=True)
+    app.add_typer(sub, name="dataset")
+    return sub
+
+
+def register(app: typer.Typer) -> None:
+    sub = _dataset_app(app)
+    sub.command("convert")(convert_cmd)
+    sub.command("inspect")(inspect_cmd)
+    sub.command("verify")(verify_cmd)
