@@ -60,7 +60,7 @@ def _command_modules():
 
 
 # Command modules of the CLI, one per noun (each exposes `register(app)`).
-COMMAND_MODULES: list[str] = ["run_cmds", "secret_cmds", "cluster_cmds", "dataset_registry_cmds", "dataset_cmds", "dataset_cmds", "storage_cmds", "checkpoint_cmds"]
+COMMAND_MODULES: list[str] = ["run_cmds", "secret_cmds", "cluster_cmds", "dataset_registry_cmds", "dataset_cmds", "storage_cmds", "checkpoint_cmds"]
 
 
 def report_error(exc: FoundryError) -> int:
