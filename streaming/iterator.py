@@ -1,18 +1,19 @@
-"""The per-worker sample iterator: plan slice -> (shard, offset) arrays -> prefetch -> read.
+"""The per-worker sample iterator: plan slice -> (shard, offset) lists -> prefetch -> read.
 
-All per-sample work is a list walk and one `get_sample` call: shard lookups, readiness checks and
-prefetch bookkeeping happen once per run of consecutive samples from the same shard.
+Per sample the loop does one list step, one dict lookup and one `get_sample` call. Everything else
+happens at "events": the first use of a shard (make it local, open it), the last use (close it),
+and every `step` samples (tell the prefetcher where the reader is).
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
 from .cache import Prefetcher
 from .plan import locate, rank_batches, worker_samples
-from .plan.shuffle import group_bounds
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -28,38 +29,65 @@ def worker_plan(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) 
     return locate(ids, ds._layout.shard_offsets)
 
 
+def first_and_last_use(shards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct shards ordered by first use, with their first and last positions."""
+    uniq, first = np.unique(shards, return_index=True)
+    _, last_rev = np.unique(shards[::-1], return_index=True)
+    last = len(shards) - 1 - last_rev
+    by_use = np.argsort(first, kind="stable")
+    return uniq[by_use], first[by_use], last[by_use]
+
+
 def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> Iterator[Any]:
     shards, offsets = worker_plan(ds, topo, epoch, start)
-    if len(shards) == 0:
+    total = len(shards)
+    if total == 0:
         return
-    starts, ends = group_bounds(shards)
-    seg_shards = shards[starts]
-    uniq, first = np.unique(seg_shards, return_index=True)
-    by_use = np.argsort(first, kind="stable")
-    use_shards, use_pos = uniq[by_use], starts[first[by_use]]
+    use_shards, use_first, use_last = first_and_last_use(shards)
     window = ds._predownload_samples()
+    position = [0]
 
     def protect() -> set[int]:
-        lo = np.searchsorted(use_pos, position[0], side="right") - 1
-        hi = np.searchsorted(use_pos, position[0] + window, side="right")
+        lo = np.searchsorted(use_first, position[0], side="right") - 1
+        hi = np.searchsorted(use_first, position[0] + window, side="right")
         return set(use_shards[max(0, lo):hi].tolist())
 
-    position = [0]
     evict = (lambda _s: ds._after_fetch(protect)) if ds._evictor.limit is not None else None
-    prefetcher = Prefetcher(ds._ensure_shard, use_shards.tolist(), use_pos.tolist(), window,
+    prefetcher = Prefetcher(ds._ensure_shard, use_shards.tolist(), use_first.tolist(), window,
                             threads=ds._download_threads, after=evict)
-    step = max(1, window // 4)
+    step = max(256, window // 4)
+    readers: dict[int, Any] = {}
+    getters: dict[int, Any] = {}
+    closing: list[tuple[int, int]] = []  # (last use, shard)
     try:
-        local = offsets.tolist()
-        readers = ds._readers
-        next_advance = 0
-        for shard, a, b in zip(seg_shards.tolist(), starts.tolist(), ends.tolist()):
-            if a >= next_advance:
-                position[0] = a
-                prefetcher.advance(a)
-                next_advance = a + step
-            get = readers.get(shard).get_sample
-            for j in local[a:b]:
-                yield get(j)
+        shard_list, local_list = shards.tolist(), offsets.tolist()
+        firsts = use_first.tolist() + [total]
+        for k, (shard, last) in enumerate(zip(use_shards.tolist(), use_last.tolist())):
+            a, b = firsts[k], firsts[k + 1]
+            while closing and closing[0][0] < a:
+                _, done = heapq.heappop(closing)
+                getters.pop(done, None)
+                readers.pop(done).close()
+            position[0] = a
+            prefetcher.advance(a)
+            reader = readers[shard] = ds._readers.open(shard)
+            getters[shard] = reader.get_sample
+            if evict is not None:
+                evict(shard)
+            heapq.heappush(closing, (last, shard))
+            for c in range(a, b, step):
+                e = min(b, c + step)
+                if c != a:
+                    position[0] = c
+                    prefetcher.advance(c)
+                for s, j in zip(shard_list[c:e], local_list[c:e]):
+                    yield getters[s](j)
     finally:
         prefetcher.close()
+        if evict is not None:
+            evict(-1)
+        for r in readers.values():
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001 - a sample may still view the map
+                pass

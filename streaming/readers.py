@@ -26,21 +26,28 @@ class ReaderPool:
         if reader is not None:
             self._open.move_to_end(shard)
             return reader
-        from foundry.streaming.format import open_shard
-
-        for attempt in range(3):
-            path = self._ensure(shard)
-            try:
-                reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe)
-                break
-            except FileNotFoundError:  # evicted between ensure and open: fetch again
-                if attempt == 2:
-                    raise
-        self._open[shard] = reader
+        reader = self._open[shard] = self.open(shard)
         while len(self._open) > self._max_open:
             _, old = self._open.popitem(last=False)
             _close(old)
         return reader
+
+    def open(self, shard: int) -> Any:
+        """A new reader (not kept by the pool), its shard local and mapped: the caller closes it."""
+        from foundry.streaming.format import open_shard
+        from foundry.plugins.errors import DataError
+
+        for attempt in range(3):
+            path = self._ensure(shard)
+            reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe)
+            try:
+                if len(reader):
+                    reader.get_sample_bytes(0)  # map it now: an eviction after this cannot hurt us
+                return reader
+            except (FileNotFoundError, DataError):  # evicted between ensure and open: fetch again
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def open_shards(self) -> set[int]:
         return set(self._open)

@@ -45,7 +45,8 @@ def test_seed_code_runs_with_only_the_import_changed(tmp_path):
 
 
 def _read_remote(url, tmp_path):
-    ds = StreamingDataset(remote=url, local=str(tmp_path / "cache"), shuffle=True, batch_size=8, validate_hash="sha1")
+    ds = StreamingDataset(remote=url, local=str(tmp_path / "cache"), shuffle=True, batch_size=8, validate_hash="sha1",
+                          download_timeout=15)
     batches = [b for b in DataLoader(ds, batch_size=8, num_workers=2, collate_fn=lambda b: [s["class"] for s in b])]
     return sorted(set(c for b in batches for c in b))
 
