@@ -48,7 +48,7 @@ class TableScreen(FoundryScreen):
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
 
-    def on_filter_bar_changed(self, message: FilterBar.Changed) -> None:
+    def on_filter_bar_filter(self, message: FilterBar.Filter) -> None:
         self.table.set_filter(message.text)
 
 

@@ -81,13 +81,15 @@ class HelpDialog(FoundryModal[None]):
         table.add_column("key", style="bold cyan", no_wrap=True)
         table.add_column("action")
         seen = set()
-        for key, active in self.target.active_bindings.items():
+        actives = [(k, a) for k, a in self.target.active_bindings.items() if a.node is self.target]
+        actives += [(k, a) for k, a in self.target.active_bindings.items() if a.node is self.app]
+        for key, active in actives:
             binding = active.binding
             if not binding.description or (binding.action, binding.description) in seen:
                 continue
             seen.add((binding.action, binding.description))
-            desc = binding.description + ("" if active.enabled else " (disabled)")
-            table.add_row(binding.key_display or key, desc)
+            desc = binding.description + ("" if active.enabled else " (disabled: read-only)")
+            table.add_row(self.app.get_key_display(binding), desc)
         table.add_row(":", "jump to a view (runs, clusters, datasets, secrets)")
         table.add_row("ctrl+p", "command palette: every action")
         with Vertical(classes="dialog help"):

@@ -1,5 +1,5 @@
 """LiveTable: a DataTable refreshed in place from (key, cells) rows, keeping the cursor on its row;
-FilterBar: the `/` filter line; its Changed message carries the text up to the screen."""
+FilterBar: the `/` filter line; its Filter message carries the text up to the screen."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class FilterBar(Input):
 
     BINDINGS = [Binding("escape", "close", "Close filter", show=False)]
 
-    class Changed(Message):
+    class Filter(Message):
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
@@ -86,7 +86,7 @@ class FilterBar(Input):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.post_message(self.Changed(event.value))
+        self.post_message(self.Filter(event.value))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -95,5 +95,5 @@ class FilterBar(Input):
     def action_close(self) -> None:
         self.value = ""
         self.display = False
-        self.post_message(self.Changed(""))
+        self.post_message(self.Filter(""))
         self.screen.focus_next()
