@@ -122,7 +122,8 @@ class SlurmProvider:
         stop_requested = stopped_by_us or self.cli.exists(str(job_dir / "pause_requested"))  # or the trap ran
         if state in sc.ACTIVE_STATES:
             return JobStatus(JobState.PENDING, reason=job["reason"] if job["reason"] != "None" else None, nodes=nodes)
-        if state in sc.RUNNING_STATES and code is None:
+        if state in sc.RUNNING_STATES:
+            # COMPLETING hides the final state (a cancelled job shows COMPLETING first): wait for it
             return JobStatus(JobState.STOPPING if stop_requested else JobState.RUNNING, nodes=nodes)
         if state == "CANCELLED" and code is None and stopped_by_us and not self.cli.exists(str(job_dir / "ranks" / "0.pid")):
             return JobStatus(JobState.PAUSED, reason="stopped before it started", nodes=nodes)
