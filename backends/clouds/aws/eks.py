@@ -82,13 +82,16 @@ class EKSProvider(KubernetesProvider):
             raise ConfigError("the eks provider needs boto3", hint="pip install 'foundry-anywhere[aws]'") from exc
         return boto3.Session(profile_name=self.raw_config.get("profile"), region_name=self.raw_config["region"])
 
+    def eks_client(self, session):
+        return session.client("eks", region_name=self.raw_config["region"])
+
     def kubeconfig(self) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         session = self.session()
         name, region = self.raw_config["cluster_name"], self.raw_config["region"]
         try:
-            cluster = session.client("eks", region_name=region).describe_cluster(name=name)["cluster"]
+            cluster = self.eks_client(session).describe_cluster(name=name)["cluster"]
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"):
