@@ -13,6 +13,15 @@ from textual.widgets.option_list import Option
 from .base import FoundryModal
 
 
+def own_bindings(node) -> list[tuple[object, Binding]]:
+    """The bindings Foundry's own classes declare on `node` (not Textual's base navigation keys)."""
+    out = []
+    for cls in reversed(type(node).__mro__):
+        if cls.__module__.startswith("foundry.") and "BINDINGS" in cls.__dict__:
+            out += [(node, b) for b in cls.__dict__["BINDINGS"] if isinstance(b, Binding)]
+    return out
+
+
 class ConfirmDialog(FoundryModal[bool]):
     """Returns True only when the confirm button is pressed; escape and Cancel return False."""
 
@@ -81,14 +90,12 @@ class HelpDialog(FoundryModal[None]):
         table.add_column("key", style="bold cyan", no_wrap=True)
         table.add_column("action")
         seen = set()
-        actives = [(k, a) for k, a in self.target.active_bindings.items() if a.node is self.target]
-        actives += [(k, a) for k, a in self.target.active_bindings.items() if a.node is self.app]
-        for key, active in actives:
-            binding = active.binding
-            if not binding.description or (binding.action, binding.description) in seen:
+        for node, binding in own_bindings(self.target) + own_bindings(self.app):
+            if not binding.description or binding.description in seen:
                 continue
-            seen.add((binding.action, binding.description))
-            desc = binding.description + ("" if active.enabled else " (disabled: read-only)")
+            seen.add(binding.description)
+            allowed = node.check_action(binding.action.split("(")[0], ())
+            desc = binding.description + ("" if allowed else " (disabled: read-only)")
             table.add_row(self.app.get_key_display(binding), desc)
         table.add_row(":", "jump to a view (runs, clusters, datasets, secrets)")
         table.add_row("ctrl+p", "command palette: every action")

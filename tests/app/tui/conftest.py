@@ -101,3 +101,103 @@ def screen_text(app) -> str:
 def tui():
     """Helpers for Pilot tests: make_app, until, cell, text, run (a coroutine, as the test body)."""
     return SimpleNamespace(make_app=make_app, until=until, cell=cell, text=screen_text, run=asyncio.run)
+
+
+# --- deterministic data for snapshots -------------------------------------------------------------
+SNAP_HOME = "/tmp/foundry-tui-snapshots"
+NOW = 1_800_000_000.0
+
+
+def _fake_plane_class():
+    from foundry.app.control import ControlPlane
+    from foundry.app.control.models import ClusterInfo, Resumption, RunInfo, SecretInfo
+
+    def run(name, status, cluster, res, created, max_steps=1000):
+        resumptions = [Resumption(i, c, "local", 1, d, s, f"job-{i}", started_at=created + 60 * i,
+                                  ended_at=None if s == "running" else created + 60 * i + 50, cause=cause)
+                       for i, (c, d, s, cause) in enumerate(res)]
+        spec = {"name": name, "command": "python train.py", "compute": {"cluster": cluster, "gpus": 2},
+                "parameters": {"max_duration": f"{max_steps}ba"}}
+        return RunInfo(name, f"id-{name}", status, cluster, 1, resumptions[-1].devices, created, created,
+                       2, 0, spec, resumptions)
+
+    RUNS = [
+        run("gpt-small", "running", "gpu-box", [("local", 2, "paused", "create"), ("gpu-box", 4, "running", "resume")],
+            NOW - 3 * 3600),
+        run("bert-base", "paused", "local", [("local", 2, "paused", "create")], NOW - 26 * 3600),
+        run("vit-tiny", "completed", "local", [("local", 1, "completed", "create")], NOW - 3 * 86400),
+    ]
+    METRICS = {
+        "gpt-small": [{"step": s, "loss": 4.0 / (1 + 0.02 * s) + 0.05 * ((s * 7) % 5), "throughput": 8 + (s % 9) / 3,
+                       "resumption": 0 if s <= 120 else 1} for s in range(0, 241, 4)],
+        "bert-base": [{"step": s, "loss": 2.0 / (1 + 0.01 * s), "throughput": 12.0, "resumption": 0}
+                      for s in range(0, 400, 10)],
+        "vit-tiny": [{"step": s, "loss": 1.0 / (1 + 0.1 * s), "throughput": 30.0, "resumption": 0}
+                     for s in range(0, 1001, 50)],
+    }
+
+    class FakePlane(ControlPlane):
+        """The real facade over a fixed home, answering runs/metrics/clusters/secrets with fixed data."""
+
+        def list_runs(self, reconcile=True):
+            return RUNS
+
+        def get_run(self, name, reconcile=True):
+            return next(r for r in RUNS if r.name == name)
+
+        def metrics(self, name):
+            return METRICS[name]
+
+        def logs(self, name, resumption=None, rank=None, follow=False):
+            return iter([f"[rank 0] step {s} loss {m['loss']:.4f}" for m in METRICS[name][-8:] for s in [m["step"]]])
+
+        def list_clusters(self):
+            return [ClusterInfo("local", "local", 2, 1, "ready"), ClusterInfo("gpu-box", "slurm", 8, 2, "ready"),
+                    ClusterInfo("eks-prod", "kubernetes", None, None, "error: no kubeconfig context 'prod'")]
+
+        def list_secrets(self):
+            return [SecretInfo("r2-creds", "s3", NOW - 86400, ["access_key_id", "endpoint", "secret_access_key"],
+                               {"endpoint": "https://acct.r2.cloudflarestorage.com"}),
+                    SecretInfo("gcp-sa", "gcp", NOW - 2 * 86400, ["credentials", "project"], {"project": "ml-prod"}),
+                    SecretInfo("wandb", "env", NOW - 3 * 86400, ["key", "value"], {"key": "WANDB_API_KEY"})]
+
+    return FakePlane
+
+
+@pytest.fixture
+def snapshot_app(monkeypatch):
+    """make(**kwargs) -> FoundryApp over fixed runs, clusters, secrets and two small datasets, at a fixed clock."""
+    import shutil
+    import time
+
+    from foundry.app.control.datasets import DatasetRegistry, convert_to_mds
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    shutil.rmtree(SNAP_HOME, ignore_errors=True)
+    home = __import__("pathlib").Path(SNAP_HOME)
+    (home / "src").mkdir(parents=True)
+    src = home / "src" / "reviews.jsonl"
+    src.write_text("".join(f'{{"text": "review {i}: {"great" if i % 2 else "meh"} product", "stars": {i % 5 + 1}}}\n'
+                           for i in range(120)))
+    convert_to_mds(src, str(home / "data" / "reviews"), compression="zstd")
+    from PIL import Image
+
+    for label, color in (("cat", (220, 120, 40)), ("dog", (60, 90, 200))):
+        (home / "src" / "pets" / label).mkdir(parents=True)
+        img = Image.new("RGB", (24, 16), color)
+        for x in range(24):
+            img.putpixel((x, 8), (255, 255, 255))
+        img.save(home / "src" / "pets" / label / "0.png")
+    convert_to_mds(home / "src" / "pets", str(home / "data" / "pets"))
+    plane = _fake_plane_class()(home / "foundry")
+    registry = DatasetRegistry(plane.paths.home)
+    registry.add(str(home / "data" / "reviews"), "reviews")
+    registry.add(str(home / "data" / "pets"), "pets")
+
+    def make(**kwargs):
+        kwargs.setdefault("refresh_interval", 30.0)
+        return make_app(plane, clock=lambda: NOW, **kwargs)
+
+    yield make
+    time.tzset()

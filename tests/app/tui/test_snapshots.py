@@ -1,0 +1,70 @@
+"""Snapshots of the main screens at 80x24 over fixed data (fixed names, metrics and clock).
+
+Update with `pytest tests/app/tui/test_snapshots.py --snapshot-update`; docs/tui/ holds copies."""
+
+from __future__ import annotations
+
+
+def _rows(n):
+    async def wait(pilot):
+        screen = pilot.app.screen
+        for _ in range(100):
+            table = getattr(screen, "table", None)
+            if table is not None and table.row_count >= n:
+                break
+            await pilot.pause(0.05)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+    return wait
+
+
+def _settled(*keys):
+    async def run(pilot):
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+    return run
+
+
+def test_runs_screen(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_rows(3))
+
+
+def test_run_details_metrics(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "enter"))
+
+
+def test_run_details_resumptions(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right"))
+
+
+def test_clusters_screen(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("2"))
+
+
+def test_datasets_screen(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("3"))
+
+
+def test_dataset_samples(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("3", "_", "d"))
+
+
+def test_dataset_image_preview(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("3", "_", "down", "d"))
+
+
+def test_credentials_screen(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("4"))
+
+
+def test_help_dialog(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "question_mark"))
+
+
+def test_readonly_runs(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(readonly=True), run_before=_rows(3))
