@@ -148,3 +148,23 @@ def test_fake_api_describe_without_permission_to_list_nodes(fake, provider):
 def test_real_cluster_describe():
     info = KubernetesProvider({"namespace": os.environ.get("FOUNDRY_TEST_K8S_NAMESPACE", "default")}).describe()
     assert info["nodes"] >= 1
+
+
+@pytest.mark.skipif(not (os.environ.get("KUBECONFIG") and os.environ.get("FOUNDRY_TEST_K8S_IMAGE")),
+                    reason="real-cluster test: set KUBECONFIG and FOUNDRY_TEST_K8S_IMAGE (python + torch) to run it")
+def test_real_cluster_two_pod_job_completes():
+    import time
+
+    provider = KubernetesProvider({"namespace": os.environ.get("FOUNDRY_TEST_K8S_NAMESPACE", "default"),
+                                   "image": os.environ["FOUNDRY_TEST_K8S_IMAGE"]})
+    code = "import torch.distributed as d; d.init_process_group('gloo'); print('rank', d.get_rank(), 'of', d.get_world_size())"
+    handle = provider.launch(provider.dryrun(JobRequest("foundry-k8s-test", "t1", 0, ["python", "-c", code],
+                                                        nodes=2, procs_per_node=1)))
+    try:
+        deadline = time.monotonic() + 600
+        while not provider.status(handle).state.terminal and time.monotonic() < deadline:
+            time.sleep(5)
+        assert provider.status(handle).state == JobState.COMPLETED
+        assert any("of 2" in line for line in provider.logs(handle))
+    finally:
+        provider.stop(handle, graceful=False)
