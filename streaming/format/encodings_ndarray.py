@@ -25,6 +25,14 @@ _CODE_BY_DTYPE = {np.dtype(name).newbyteorder("<"): code for code, name in CODE_
 _CODE_BYTES = {code: bytes([code]) for code in CODE_TO_DTYPE}
 
 
+_DTYPE_BY_CODE = {code: np.dtype(name) for code, name in CODE_TO_DTYPE.items()}
+
+
+@lru_cache(maxsize=None)
+def _dims_struct(ndim: int, width: int) -> struct.Struct:
+    return struct.Struct(f"<{ndim}{'BHIQ'[width]}")
+
+
 @lru_cache(maxsize=None)
 def _shape_struct(ndim: int, width: int) -> struct.Struct:
     return struct.Struct(f"<B{ndim}{'BHIQ'[width]}")
@@ -86,19 +94,18 @@ class NDArray(Encoding):
         return b"".join(parts)
 
     def decode(self, data: bytes) -> np.ndarray:
-        pos = 0
-        if self.dtype is not None:
-            dtype = self.np_dtype
+        if self.np_dtype is not None:
+            dtype, pos = self.np_dtype, 0
         else:
-            dtype = np.dtype(CODE_TO_DTYPE[data[0]])
-            pos = 1
+            dtype, pos = _DTYPE_BY_CODE[data[0]], 1
         if self.shape is not None:
-            return np.frombuffer(data, dtype, self.count, pos).reshape(self.shape)
+            arr = np.frombuffer(data, dtype, self.count, pos)
+            return arr if len(self.shape) == 1 else arr.reshape(self.shape)
         head = data[pos]
         ndim, width = head >> 2, head & 3
-        shape = np.frombuffer(data, _WIDTHS[width], ndim, pos + 1)
-        pos += 1 + ndim * (1 << width)
-        return np.frombuffer(data, dtype, -1, pos).reshape(shape)
+        shape = _dims_struct(ndim, width).unpack_from(data, pos + 1)
+        arr = np.frombuffer(data, dtype, -1, pos + 1 + ndim * (1 << width))
+        return arr if ndim == 1 else arr.reshape(shape)
 
 
 register_encoding("ndarray", NDArray.from_config)
