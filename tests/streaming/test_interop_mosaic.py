@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from foundry.streaming.convert import convert
 from foundry.streaming.format import decompress_file, dump_index, load_index, open_shard, verify_file
 from foundry.streaming.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter
 
@@ -159,10 +160,17 @@ def test_mosaic_reads_every_dataset_foundry_writes(mosaic_peer, tmp_path):
             if c:
                 assert not any(p.suffix == f".{fmt}" for p in (remote_root / name).glob("shard.*"))
             expected[name] = _read_with_foundry(remote_root / name, tmp_path / "cache" / name)
+    # A parallel conversion: shards under part-NNNNN/, one merged index.json (upstream's merge layout).
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"id": i, "text": "t" * (i % 9), "x": i / 3}) + "\n" for i in range(300)))
+    converted = remote_root / "converted-parallel"
+    convert(str(rows), converted.as_uri(), workers=2, size_limit=2000, compression="zstd", hashes=["sha1"])
+    expected["converted-parallel"] = _read_with_foundry(converted, tmp_path / "cache" / "converted")
+    assert len(expected["converted-parallel"]) == 300
     mosaic_peer(MOSAIC_READ, str(SAMPLES_FILE), str(tmp_path))
     got = pickle.loads((tmp_path / "foundry-decoded.pkl").read_bytes())
     assert sorted(got) == sorted(expected)
     for name, want in expected.items():
-        assert len(got[name]) == N, name
+        assert len(got[name]) == len(want), name
         for i, (g, w) in enumerate(zip(got[name], want)):
             assert g == w, f"{name} sample {i}"
