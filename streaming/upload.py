@@ -15,7 +15,8 @@ from foundry.plugins.storage import ProgressCallback
 
 
 class ShardUploader:
-    def __init__(self, store, local_dir: str, workers: int = 4, progress: ProgressCallback | None = None):
+    def __init__(self, store, local_dir: str, workers: int = 4, progress: ProgressCallback | None = None,
+                 on_error=None):
         self.store = store
         self.local_dir = local_dir
         self.progress = progress
@@ -23,12 +24,21 @@ class ShardUploader:
         self._futures: list[Future] = []
         self._lock = threading.Lock()
         self.order: list[str] = []  # confirmed keys, in completion order
+        self.error: BaseException | None = None  # the first failure, as soon as it happens
+        self.on_error = on_error
 
     def submit(self, basename: str, delete_after: bool = False) -> Future:
         future = self._pool.submit(self._upload, basename, delete_after)
+        future.add_done_callback(self._note_failure)
         with self._lock:
             self._futures.append(future)
         return future
+
+    def _note_failure(self, future: Future) -> None:
+        if not future.cancelled() and future.exception() is not None and self.error is None:
+            self.error = future.exception()
+            if self.on_error is not None:
+                self.on_error(self.error)
 
     def _upload(self, basename: str, delete_after: bool) -> None:
         path = os.path.join(self.local_dir, basename)
@@ -46,12 +56,7 @@ class ShardUploader:
             os.unlink(path)
 
     def failed(self) -> BaseException | None:
-        with self._lock:
-            futures = list(self._futures)
-        for f in futures:
-            if f.done() and f.exception() is not None:
-                return f.exception()
-        return None
+        return self.error
 
     def wait(self) -> None:
         """Block until every submitted upload is confirmed; re-raise the first failure."""

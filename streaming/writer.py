@@ -88,7 +88,9 @@ class Writer:
             )
         self.shards: list[dict[str, Any]] = []
         self._resolve_out(out, keep_local, exist_ok)
-        self._uploader = ShardUploader(self.store, self.local, max_workers or 4, progress) if self.store else None
+        self._failure: BaseException | None = None  # first failure of a background job
+        self._uploader = (ShardUploader(self.store, self.local, max_workers or 4, progress, self._set_failure)
+                          if self.store else None)
         self._finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foundry-shard")
         self._pending = threading.Semaphore(_PENDING_SHARDS)
         self._jobs: list[Future] = []
@@ -98,6 +100,7 @@ class Writer:
         self._sizes: list[int] = []
         self._shard_size = 0
         self._closed = False
+        self._stop = False  # closed, or a background job failed: write() must not go on
         self.extra_bytes_per_shard = 0
 
     # ---- output ------------------------------------------------------------------------------
@@ -141,9 +144,9 @@ class Writer:
     # ---- writing -----------------------------------------------------------------------------
     def write(self, sample: dict[str, Any]) -> None:
         """Append one sample; may hand the current shard to the background finisher first."""
-        if self._closed:
+        if self._stop:
+            self._raise_background_failure()
             raise DataError("this writer is finished")
-        self._raise_background_failure()
         data = self.encode_sample(sample)
         size = len(data) + self.extra_bytes_per_sample
         if self._sizes and self.size_limit and self.size_limit < self._shard_size + size:
@@ -170,7 +173,9 @@ class Writer:
         self._body, self._body_path, self._sizes = None, None, []
         self._shard_size = self.extra_bytes_per_shard
         self._pending.acquire()
-        self._jobs.append(self._finisher.submit(self._finish_shard, position, body_path, sizes))
+        job = self._finisher.submit(self._finish_shard, position, body_path, sizes)
+        job.add_done_callback(self._note_failure)
+        self._jobs.append(job)
 
     def _finish_shard(self, position: int, body_path: str, sizes: list[int]) -> dict[str, Any]:
         try:
@@ -192,12 +197,18 @@ class Writer:
             self._uploader.submit(upload, delete_after=not self.keep_local)
         return raw, zipped
 
+    def _note_failure(self, job: Future) -> None:
+        if not job.cancelled() and job.exception() is not None:
+            self._set_failure(job.exception())
+
+    def _set_failure(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self._stop = True
+
     def _raise_background_failure(self) -> None:
-        for job in self._jobs:
-            if job.done() and job.exception() is not None:
-                raise job.exception()
-        if self._uploader is not None and (exc := self._uploader.failed()) is not None:
-            raise exc
+        if self._failure is not None:
+            raise self._failure
 
     def finish(self) -> None:
         """Write the last shard, wait for every shard (and upload), then write index.json."""
@@ -241,7 +252,7 @@ class Writer:
         self._close()
 
     def _close(self) -> None:
-        self._closed = True
+        self._closed = self._stop = True
         self._finisher.shutdown(wait=True)
         if self._uploader is not None:
             self._uploader.close()
