@@ -64,6 +64,7 @@ class RunInfo(_Dict):
     spec: dict[str, Any]          # the normalized run spec (secret names only, never values)
     resumptions: list[Resumption] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)
+    submit_dir: str | None = None   # where `foundry run` was typed (local jobs start there)
 
     @property
     def latest(self) -> Resumption | None:

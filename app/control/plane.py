@@ -91,10 +91,12 @@ class ControlPlane:
             raise ConfigError(f"run {spec.name!r} needs secret(s) {', '.join(missing)} that do not exist",
                               hint="`foundry get secrets` lists them; `foundry create secret` adds one")
 
-    def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement) -> tuple[Any, Plan]:
+    def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement,
+              submit_dir: str | None = None) -> tuple[Any, Plan]:
         provider = self.clusters.provider(place.cluster)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
                                 gpu_cluster=_has_gpus(provider, place))
+        request.extra["submit_dir"] = submit_dir or os.getcwd()
         return provider, provider.dryrun(request)
 
     def dry_run(self, spec: RunSpec | dict | str, *, name: str | None = None, cluster: str | None = None,
@@ -119,7 +121,8 @@ class ControlPlane:
         place = placement_for(spec)
         self._check_refs(spec, place.cluster)
         self.clusters.provider(place.cluster)  # fail on an unknown provider before recording
-        run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries)
+        run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries,
+                                          submit_dir=os.getcwd())
         self.emit(spec.name, "created", {"cluster": place.cluster})
         self._launch(spec, run_id, place, cause="create")
         return self.get_run(spec.name, reconcile=False)
@@ -130,7 +133,8 @@ class ControlPlane:
             retry=cause == "retry")
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
         try:
-            provider, plan = self._plan(spec, run_id, idx, place)
+            run = self.registry.get_run(spec.name, events=False)
+            provider, plan = self._plan(spec, run_id, idx, place, run.submit_dir if run else None)
             self.paths.run_dir(spec.name).mkdir(parents=True, exist_ok=True)
             handle = provider.launch(plan)
         except FoundryError as exc:

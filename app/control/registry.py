@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     max_retries INTEGER NOT NULL DEFAULT 0,
     retries_used INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    submit_dir TEXT
 );
 CREATE TABLE IF NOT EXISTS resumptions (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -75,6 +76,9 @@ class Registry:
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
                     db.execute(stmt)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(runs)")}
+            if "submit_dir" not in columns:  # databases from before the column existed
+                db.execute("ALTER TABLE runs ADD COLUMN submit_dir TEXT")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -108,7 +112,7 @@ class Registry:
             db.close()
 
     # --- runs ---------------------------------------------------------------------------------
-    def create_run(self, name: str, spec: dict[str, Any], max_retries: int) -> str:
+    def create_run(self, name: str, spec: dict[str, Any], max_retries: int, submit_dir: str | None = None) -> str:
         run_id = uuid.uuid4().hex[:12]
         now = time.time()
         with self.write() as db:
@@ -116,9 +120,9 @@ class Registry:
                 raise ConfigError(f"a run named {name!r} already exists",
                                   hint=f"pick another name (--name), or `foundry delete run {name}`")
             db.execute(
-                "INSERT INTO runs (id, name, spec, status, max_retries, created_at, updated_at)"
-                " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
-                (run_id, name, json.dumps(spec), max_retries, now, now),
+                "INSERT INTO runs (id, name, spec, status, max_retries, created_at, updated_at, submit_dir)"
+                " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
+                (run_id, name, json.dumps(spec), max_retries, now, now, submit_dir),
             )
             _event(db, run_id, "created", None, {})
         return run_id
@@ -237,4 +241,5 @@ def _run_info(db: sqlite3.Connection, row: sqlite3.Row, events: bool) -> RunInfo
         devices=latest.devices if latest else compute.get("gpus") or 1,
         created_at=row["created_at"], updated_at=row["updated_at"], max_retries=row["max_retries"],
         retries_used=row["retries_used"], spec=spec, resumptions=resumptions, events=evs,
+        submit_dir=row["submit_dir"],
     )

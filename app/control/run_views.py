@@ -118,3 +118,28 @@ def run_checkpoints(cp, run: RunInfo) -> list[CheckpointRow]:
     store = open_store(url)
     return [CheckpointRow(e.name, e.epoch, e.batch, e.complete, e.latest, e.size, store.child_url(e.name))
             for e in list_checkpoints(store)]
+
+
+def steps_by_resumption(run: RunInfo, records: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """Which steps each resumption covered: (first, last) step logged while it ran.
+
+    A row's resumption is its `resumption` field when present, else the latest resumption that had
+    started by the row's `time`."""
+    spans: dict[int, tuple[int, int]] = {}
+    starts = [(r.started_at, r.index) for r in run.resumptions if r.started_at is not None]
+    for row in records:
+        step = row.get("step")
+        if not isinstance(step, int):
+            continue
+        idx = row.get("resumption")
+        if not isinstance(idx, int):
+            t = row.get("time")
+            idx = None
+            for started, index in starts:
+                if isinstance(t, (int, float)) and t >= started - 1.0:
+                    idx = index
+            if idx is None:
+                idx = starts[0][1] if starts else 0
+        lo, hi = spans.get(idx, (step, step))
+        spans[idx] = (min(lo, step), max(hi, step))
+    return spans

@@ -7,6 +7,8 @@ the job outlives the CLI. Everything about a job lives in its job dir (JobReques
   ranks/rank-N.log|.exit   one process's output and exit status
   exit.json                the final state, written by the launcher
   secrets/                 the job's secret files (0600), relocated from their /foundry/secrets paths
+Commands start in JobRequest.workdir, else the cluster's `workdir`, else the directory `foundry run`
+was typed in (extra["submit_dir"]), else the job dir.
 Status comes from exit.json, else from the launcher process (gone without exit.json: LOST).
 stop(graceful) sends SIGTERM to the launcher's process group (torchrun forwards it to the ranks; the
 trainer checkpoints and exits 75 -> PAUSED); stop(graceful=False) SIGKILLs the whole tree.
@@ -91,7 +93,9 @@ class LocalProvider:
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
-        cwd = request.workdir or self.config.get("workdir") or str(job_dir)
+        cwd = request.workdir or self.config.get("workdir") or request.extra.get("submit_dir") or str(job_dir)
+        if not os.path.isdir(cwd):
+            cwd = str(job_dir)
         with open(job_dir / "job.log", "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-u", "-m", "foundry.backends.compute.local_job", str(job_dir)],

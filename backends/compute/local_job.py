@@ -28,6 +28,18 @@ from foundry.plugins.compute import PAUSED_EXIT_CODE
 from .local_rank import write_atomic
 
 
+# torchrun, minus the traceback it prints when a graceful stop's SIGTERM reaches it.
+TORCHRUN = """import sys
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.run import main
+try:
+    main()
+except SignalException as exc:
+    print(f"[launcher] torchrun stopped by signal {exc.sigval}", flush=True)
+    sys.exit(128 + int(exc.sigval))
+"""
+
+
 def classify(codes: dict[int, int | None], nprocs: int, stop_requested: bool) -> tuple[str, int, str]:
     """(state, exit_code, reason) of a job from its ranks' exit codes (None: no record)."""
     all_codes = [codes.get(r) for r in range(nprocs)]
@@ -62,7 +74,7 @@ def main(job_dir: Path) -> int:
             write_atomic(job_dir / "exit.json", json.dumps(
                 {"state": "failed", "exit_code": rc, "reason": f"setup step failed ({rc}): {line}"}))
             return 1
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+    cmd = [sys.executable, "-c", TORCHRUN, "--standalone", "--nnodes=1",
            f"--nproc_per_node={job['nprocs']}", "--max-restarts=0", "--no-python",
            sys.executable, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--",
            *job["command"]]
