@@ -62,7 +62,7 @@ class ConvertForm(FoundryModal[bool]):
             yield Input(placeholder="source: data.jsonl, data.csv or images/ (one folder per class)", id="convert-src")
             yield Input(placeholder="destination: s3://bucket/mds/train or a local folder", id="convert-dst")
             yield Select(COMPRESSIONS, value="", allow_blank=False, id="convert-compression")
-            yield ProgressBar(id="convert-progress", show_eta=False)
+            yield ProgressBar(total=1, id="convert-progress", show_eta=False)
             yield Label("", id="form-error", classes="form-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Close", id="cancel")
@@ -110,7 +110,7 @@ class VerifyDialog(FoundryModal[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
             yield Label(f"Verify {self.url}", classes="dialog-title")
-            yield ProgressBar(id="verify-progress", show_eta=False)
+            yield ProgressBar(total=1, id="verify-progress", show_eta=False)
             yield Label("checking every shard's hashes…", id="verify-result", classes="form-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Close", id="close", variant="primary")

@@ -62,6 +62,13 @@ class JumpDialog(FoundryModal[str | None]):
             yield OptionList(*[Option(f"{title}  (:{view})", id=view) for view, title in self.views.items()],
                              id="jump-list")
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        text = event.value.strip().lower().lstrip(":")
+        options = self.query_one("#jump-list", OptionList)
+        options.clear_options()
+        options.add_options([Option(f"{title}  (:{view})", id=view) for view, title in self.views.items()
+                             if text in view or text in title.lower()])
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         view = self.app.resolve_view(event.value)
         if view is None:

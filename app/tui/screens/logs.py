@@ -110,7 +110,8 @@ class LogsScreen(FoundryScreen):
                 self.app.call_from_thread(self.query_one("#log-state", Label).update,
                                           f"{run.status} (end of log)" if not active else "paused")
                 return
-            for _ in range(10):
+            deadline = time.monotonic() + self.app.refresh_interval
+            while time.monotonic() < deadline:
                 if worker.is_cancelled:
                     return
-                time.sleep(self.app.refresh_interval / 10)
+                time.sleep(0.1)

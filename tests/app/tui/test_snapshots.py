@@ -26,6 +26,10 @@ def _settled(*keys):
             await pilot.app.workers.wait_for_complete()
         await pilot.pause(0.3)
         await pilot.app.workers.wait_for_complete()
+        from textual.widgets import Input
+
+        for field in pilot.app.screen.query(Input):  # a blinking cursor is not deterministic
+            field.cursor_blink = False
         await pilot.pause(0.2)
     return run
 
@@ -68,3 +72,40 @@ def test_help_dialog(snap_compare, snapshot_app):
 
 def test_readonly_runs(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(readonly=True), run_before=_rows(3))
+
+
+def _until_log(pilot):
+    async def wait(pilot):
+        from textual.widgets import Log
+
+        for _ in range(100):
+            logs = pilot.app.screen.query(Log)
+            if logs and logs.first().line_count >= 8:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+    return wait
+
+
+def test_logs_screen(snap_compare, snapshot_app):
+    async def run(pilot):
+        await _settled("_")(pilot)
+        await pilot.press("l")
+        await _until_log(pilot)(pilot)
+    assert snap_compare(snapshot_app(), run_before=run)
+
+
+def test_resume_form(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "down", "r"))
+
+
+def test_new_secret_form(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("4", "_", "a"))
+
+
+def test_convert_form(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("3", "_", "c"))
+
+
+def test_jump_dialog(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "colon", "c", "l"))
