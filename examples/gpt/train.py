@@ -1,0 +1,73 @@
+"""Train the tiny GPT: data streamed from a storage URL (MDS, from prep.py), checkpoints to another.
+
+    python examples/gpt/train.py --data file:///tmp/pystdlib --save-folder 's3://bucket/{run_name}/checkpoints'
+    torchrun --nproc_per_node=2 examples/gpt/train.py ...     # same global batch, split over ranks
+
+Rerunning with --autoresume continues the run from its latest checkpoint; SIGTERM pauses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+if __package__ in (None, ""):  # run as a script: make `examples.gpt` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from examples.gpt.model import GPT, GPTConfig  # noqa: E402
+from foundry.streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
+from foundry.trainer import Trainer, WarmupCosine  # noqa: E402
+from foundry.trainer.dist import DistEnv  # noqa: E402
+
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt", max_duration: str = "300ba",
+                  global_batch: int = 16, lr: float = 2e-3, save_interval: str = "100ba", eval_interval: str = "100ba",
+                  autoresume: bool = False, save_overwrite: bool = True, run_dir: str | None = None,
+                  cache_dir: str | None = None, model_cfg: GPTConfig | None = None, **trainer_kwargs) -> Trainer:
+    env = DistEnv.detect()
+    if global_batch % env.world_size:
+        raise SystemExit(f"global batch {global_batch} is not divisible by {env.world_size} ranks")
+    per_rank = global_batch // env.world_size
+    cache = Path(cache_dir or os.path.join(run_dir or ".", "data-cache"))
+    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=str(cache / f"train-rank{env.rank}"),
+                             shuffle=True, shuffle_seed=17, batch_size=per_rank, num_canonical_nodes=1)
+    val = StreamingDataset(remote=f"{data.rstrip('/')}/val", local=str(cache / f"val-rank{env.rank}"),
+                           shuffle=False, batch_size=per_rank, num_canonical_nodes=1)
+    torch.manual_seed(17)
+    model = GPT(model_cfg or GPTConfig())
+    return Trainer(
+        run_name=run_name, model=model, max_duration=max_duration,
+        train_dataloader=StreamingDataLoader(train, batch_size=per_rank, num_workers=0),
+        eval_dataloader=StreamingDataLoader(val, batch_size=per_rank, num_workers=0),
+        optimizers=lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=0.01, betas=(0.9, 0.95)),
+        schedulers=WarmupCosine(warmup="0.05dur", alpha_f=0.1), eval_interval=eval_interval,
+        save_folder=save_folder, save_interval=save_interval, save_num_checkpoints_to_keep=2,
+        autoresume=autoresume, save_overwrite=save_overwrite, grad_clip_norm=1.0, seed=17, run_dir=run_dir,
+        config={"model": vars(model.cfg), "data": data, "global_batch": global_batch}, **trainer_kwargs)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, help="URL of the MDS dataset written by prep.py")
+    p.add_argument("--save-folder", help="checkpoint URL; {run_name} is replaced")
+    p.add_argument("--run-name", default=os.environ.get("RUN_NAME", "tiny-gpt"))
+    p.add_argument("--max-duration", default="300ba")
+    p.add_argument("--global-batch", type=int, default=16)
+    p.add_argument("--save-interval", default="100ba")
+    p.add_argument("--autoresume", action="store_true")
+    p.add_argument("--run-dir")
+    a = p.parse_args()
+    trainer = build_trainer(a.data, a.save_folder, a.run_name, a.max_duration, a.global_batch,
+                            save_interval=a.save_interval, autoresume=a.autoresume, run_dir=a.run_dir)
+    trainer.fit()
+
+
+if __name__ == "__main__":
+    main()
