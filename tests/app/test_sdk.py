@@ -58,3 +58,34 @@ def test_stop_and_resume(pausable):
     sdk.stop_run(run, graceful=False)
     assert sdk.wait_for_run(run, timeout=60).status in ("stopped", "paused")
     assert json.dumps(sdk.get_run(run).to_dict())
+
+
+def test_on_run_event_reaches_plugins_and_a_broken_one_is_ignored():
+    from foundry.plugins.hookspecs import hookimpl
+    from foundry.plugins.manager import register_plugin, unregister_plugin
+
+    seen: list[tuple[str, str, dict]] = []
+
+    class Observer:
+        @hookimpl
+        def on_run_event(self, run_name, event, details):
+            seen.append((run_name, event, details))
+
+    class Broken:
+        @hookimpl
+        def on_run_event(self, run_name, event, details):
+            raise RuntimeError("observer bug")
+
+    register_plugin(Observer(), name="observer")
+    register_plugin(Broken(), name="broken")
+    try:
+        run = sdk.create_run({"name": "observed", "command": [sys.executable, "-c", "pass"]})
+        assert sdk.wait_for_run(run, timeout=60).status == "completed"
+        sdk.delete_run(run)
+    finally:
+        unregister_plugin("observer")
+        unregister_plugin("broken")
+    events = [e for name, e, _ in seen if name == "observed"]
+    assert events[:2] == ["created", "launched"] and "completed" in events and events[-1] == "deleted"
+    launched = next(d for _, e, d in seen if e == "launched")
+    assert launched["resumption"] == 0 and launched["cluster"] == "local"
