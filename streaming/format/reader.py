@@ -10,7 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from foundry.plugins.errors import DataError
 
 from .encodings import get_encoding
 from .index import SPLIT_FORMATS, ShardInfo
+from .mds_decoder import compile_sample_decoder
 
 
 class ShardReader:
@@ -109,55 +110,35 @@ class ShardReader:
         self.close()
 
 
-def _column_decoder(encoding: str) -> Callable[[bytes], Any]:
-    coder = get_encoding(encoding)
-    if encoding == "bytes":
-        return lambda b: b
-    return coder.decode
-
-
 class MDSShardReader(ShardReader):
     """`uint32 n, uint32 offsets[n+1], config JSON, samples` (see MDS_FORMAT.md)."""
 
     def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
         super().__init__(info, raw_path)
-        names, sizes = info.column_names, info.column_sizes
-        self._decoders = [_column_decoder(e) for e in info.column_encodings]
-        nvar = sum(1 for s in sizes if s is None)
-        self._head = struct.Struct(f"<{nvar}I") if nvar else None
-        self._head_size = 4 * nvar
-        self._columns = list(zip(names, self._decoders, sizes))
-        # All columns fixed: payload positions are the same for every sample.
-        self._fixed_slices: list[tuple[str, Callable, int, int]] | None = None
-        if nvar == 0:
-            pos, self._fixed_slices = 0, []
-            for name, dec, size in self._columns:
-                self._fixed_slices.append((name, dec, pos, pos + size))
-                pos += size
+        self._decode = compile_sample_decoder(info.column_names, info.column_encodings, info.column_sizes)
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        del state["_decode"]  # generated code: rebuilt from the info
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        info = self.info
+        self._decode = compile_sample_decoder(info.column_names, info.column_encodings, info.column_sizes)
 
     def _ensure(self) -> None:
         self._map = self._open_map(self.path)
         self._offsets = self._read_offsets(self._map, f"shard {self.path}")
 
     def get_sample(self, i: int) -> dict[str, Any]:
-        if self._offsets is None:
+        offsets = self._offsets
+        if offsets is None:
             self._ensure()
-        n = self.info.samples
-        if not 0 <= i < n:
+            offsets = self._offsets
+        if not 0 <= i < self.info.samples:
             i = self._check_index(i)
-        begin = self._offsets[i]
-        buf = self._map
-        if self._fixed_slices is not None:
-            return {name: dec(buf[begin + a:begin + b]) for name, dec, a, b in self._fixed_slices}
-        sizes = iter(self._head.unpack_from(buf, begin))
-        pos = begin + self._head_size
-        sample = {}
-        for name, dec, size in self._columns:
-            if size is None:
-                size = next(sizes)
-            sample[name] = dec(buf[pos:pos + size])
-            pos += size
-        return sample
+        return self._decode(self._map, offsets[i])
 
 
 class SplitShardReader(ShardReader):
