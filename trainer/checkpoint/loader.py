@@ -54,12 +54,13 @@ def restore(manifest: Manifest, folder: Path, model, optimizers: list, rank: int
     if full:
         state = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
     else:
+        import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
         state = model_optim_state(model, optimizers, full=False)
         if weights_only:
             state = {"model": state["model"]}
-        dcp.load(state, checkpoint_id=str(folder))
+        dcp.load(state, checkpoint_id=str(folder), no_dist=not (dist.is_available() and dist.is_initialized()))
     apply_model_optim_state(model, [] if weights_only else optimizers, state, full=full)
     extra = torch.load(folder / "extra.pt", map_location="cpu", weights_only=False)
     if manifest.world_size != world_size:
