@@ -7,6 +7,7 @@ reader is picklable (the map is reopened lazily in the new process).
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import struct
@@ -172,8 +173,6 @@ class SplitShardReader(ShardReader):
     def get_sample(self, i: int) -> dict[str, Any]:
         text = self.get_sample_bytes(i).decode("utf-8")
         if self._xsv_decoders is None:
-            import json
-
             return json.loads(text)
         parts = text[: len(text) - len(self.newline)].split(self.separator)
         return {name: dec(part) for name, dec, part in zip(self.info.column_names, self._xsv_decoders, parts)}

@@ -38,6 +38,27 @@ def mds_sample_encoder(columns: dict[str, str]) -> SampleEncoder:
     nvar = sum(1 for s in sizes if s is None)
     head = struct.Struct(f"<{nvar}I").pack
 
+    def check(name: str, encoding: str, size: int, got: int) -> DataError:
+        return DataError(
+            f"column {name!r} ({encoding}) must encode to {size} bytes, got {got}",
+            hint="check the value's dtype and shape against the column encoding",
+        )
+
+    if nvar == 0 and len(cols) == 1:  # one fixed column (e.g. a token array): no join, no copy
+        (name, fn, size, encoding), = cols
+
+        def encode_one(sample: dict[str, Any]) -> bytes:
+            try:
+                value = sample[name]
+            except KeyError:
+                raise _missing(name) from None
+            data = value if type(value) is bytes else fn(value)
+            if len(data) != size:
+                raise check(name, encoding, size, len(data))
+            return data
+
+        return encode_one
+
     def encode(sample: dict[str, Any]) -> bytes:
         parts: list[bytes] = [b""]
         lengths = []
@@ -48,14 +69,12 @@ def mds_sample_encoder(columns: dict[str, str]) -> SampleEncoder:
                 if size is None:
                     lengths.append(len(data))
                 elif len(data) != size:
-                    raise DataError(
-                        f"column {name!r} ({encoding}) must encode to {size} bytes, got {len(data)}",
-                        hint="check the value's dtype and shape against the column encoding",
-                    )
+                    raise check(name, encoding, size, len(data))
                 parts.append(data)
         except KeyError:
             raise _missing(name) from None
-        parts[0] = head(*lengths)
+        if nvar:
+            parts[0] = head(*lengths)
         return b"".join(parts)
 
     return encode
