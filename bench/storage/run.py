@@ -124,14 +124,14 @@ def main() -> None:
 
     print(f"\nSeaweedFS on loopback, {args.size_mib} MiB per set, small = {args.small_count} x "
           f"{small_size // 1024} KiB ({args.small_workers} threads), {args.reps} reps, medians\n")
-    print(f"| {'workload':<22} | {'Foundry MiB/s':>13} | {'boto3 MiB/s':>11} | {'ratio':>5} |")
-    print(f"|{'-' * 24}|{'-' * 15}|{'-' * 13}|{'-' * 7}|")
+    print(f"| {'workload':<26} | {'Foundry MiB/s':>13} | {'boto3 MiB/s':>11} | {'ratio':>5} |")
+    print(f"|{'-' * 28}|{'-' * 15}|{'-' * 13}|{'-' * 7}|")
     for workload in ("large", "small"):
         for op in ("upload", "download"):
             f = size / MiB / statistics.median(times[(workload, op, "foundry")])
             b = size / MiB / statistics.median(times[(workload, op, "boto3")])
             label = f"{workload} {op}" + (" (1 object)" if workload == "large" else f" ({args.small_count} obj)")
-            print(f"| {label:<22} | {f:>13.0f} | {b:>11.0f} | {f / b:>5.2f} |")
+            print(f"| {label:<26} | {f:>13.0f} | {b:>11.0f} | {f / b:>5.2f} |")
 
 
 if __name__ == "__main__":
