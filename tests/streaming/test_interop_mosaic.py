@@ -18,7 +18,7 @@ import pytest
 
 from foundry.streaming.convert import convert
 from foundry.streaming.format import decompress_file, dump_index, load_index, open_shard, verify_file
-from foundry.streaming.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter
+from foundry.streaming.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def _name(fmt: str, compression: str | None) -> str:
 MOSAIC_WRITE = """
 import pickle, runpy, sys
 from pathlib import Path
-from streaming import CSVWriter, JSONWriter, MDSWriter, TSVWriter, StreamingDataset
+from streaming import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter, StreamingDataset
 S = runpy.run_path(sys.argv[1])
 base, n, compressions, hashes, small = Path(sys.argv[2]), int(sys.argv[3]), eval(sys.argv[4]), eval(sys.argv[5]), int(sys.argv[6])
 decoded = {}
@@ -47,7 +47,8 @@ for c in compressions:
     jobs = [("mds", MDSWriter, {"columns": S["MDS_COLUMNS"]}, S["make_samples"](n)),
             ("json", JSONWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](n)),
             ("csv", CSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](n)),
-            ("tsv", TSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](n))]
+            ("tsv", TSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](n)),
+            ("xsv", XSVWriter, {"columns": S["TEXT_COLUMNS"], "separator": "|"}, S["text_samples"](n))]
     for fmt, cls, kw, samples in jobs:
         if fmt != "mds" and c not in (None, "zstd"):
             continue
@@ -115,7 +116,7 @@ def mosaic_written(mosaic_peer, tmp_path_factory):
 
 def test_foundry_reads_every_dataset_mosaic_writes(mosaic_written, tmp_path):
     base, expected = mosaic_written
-    assert len(expected) == len(COMPRESSIONS) + 3 * 2
+    assert len(expected) == len(COMPRESSIONS) + 4 * 2
     for name, want in expected.items():
         got = _read_with_foundry(base / "mosaic" / name, tmp_path / name)
         assert len(got) == N, name
@@ -147,7 +148,8 @@ def test_mosaic_reads_every_dataset_foundry_writes(mosaic_peer, tmp_path):
         jobs = [("mds", MDSWriter, {"columns": S["MDS_COLUMNS"]}, S["make_samples"](N, seed=1)),
                 ("json", JSONWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](N)),
                 ("csv", CSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](N)),
-                ("tsv", TSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](N))]
+                ("tsv", TSVWriter, {"columns": S["TEXT_COLUMNS"]}, S["text_samples"](N)),
+                ("xsv", XSVWriter, {"columns": S["TEXT_COLUMNS"], "separator": "|"}, S["text_samples"](N))]
         for fmt, cls, kw, samples in jobs:
             if fmt != "mds" and c not in (None, "zstd"):
                 continue
