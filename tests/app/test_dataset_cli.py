@@ -132,3 +132,17 @@ def test_bad_input_is_a_clean_error(capsys, tmp_path):
     assert code == 2 and err.startswith("error: ")
     code, _, err = foundry(capsys, "dataset", "inspect", str(tmp_path))
     assert code == 1 and "no index.json" in err
+
+
+@pytest.mark.integration
+def test_parallel_convert_to_seaweedfs_then_inspect_and_verify(capsys, s3_bucket, jsonl):
+    src, rows = jsonl
+    url = f"{s3_bucket.url}/converted"
+    code, out, err = foundry(capsys, "dataset", "convert", str(src), url, "--workers", "2", "--compression", "zstd",
+                             "--size-limit", "4kb", "--json")
+    assert code == 0, err
+    assert json.loads(out)["samples"] == 500
+    code, out, _ = foundry(capsys, "dataset", "inspect", url, "--json", "-n", "1")
+    assert json.loads(out)["samples_preview"] == rows[:1]
+    code, out, err = foundry(capsys, "dataset", "verify", url)
+    assert code == 0, err
