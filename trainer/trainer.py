@@ -12,6 +12,7 @@ batches `loss_fn(model(batch), batch)`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -171,7 +172,7 @@ class Trainer:
 
     def _train_batch(self, batch: Any) -> None:
         start = time.perf_counter()
-        before = Timestamp(**self.timestamp.state_dict())
+        before = dataclasses.replace(self.timestamp)
         batch = to_device(batch, self.device)
         samples = batch_size(batch) * self.env.world_size
         tokens = self._count_tokens(batch) * self.env.world_size
@@ -207,7 +208,7 @@ class Trainer:
             self.checkpoints.save(self)
 
     def _end_epoch(self) -> None:
-        before = Timestamp(**self.timestamp.state_dict())
+        before = dataclasses.replace(self.timestamp)
         self.timestamp.after_epoch()
         self.callbacks.fire("epoch_end", self)
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp, epoch_ended=True):

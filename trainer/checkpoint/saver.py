@@ -123,6 +123,9 @@ class CheckpointSaver:
         rank_dir = staging / f"rank{self.rank}"
         shutil.rmtree(rank_dir, ignore_errors=True)
         rank_dir.mkdir(parents=True, exist_ok=True)
+        import warnings
+
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
         dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group,
                  no_dist=not (dist.is_available() and dist.is_initialized()))
         files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]

@@ -18,7 +18,7 @@ from .. import dist as fdist
 from ..seeding import rng_state
 from . import loader, store_ops
 from .saver import CheckpointSaver
-from .state import dataloader_stateful, model_optim_state, to_host
+from .state import HostBuffers, dataloader_stateful, model_optim_state, to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
 
@@ -32,6 +32,7 @@ class CheckpointSession:
         self.saver: CheckpointSaver | None = None
         self.resumed_from: str | None = None
         self.last_saved: str | None = None
+        self.buffers = HostBuffers(pin=False)
         if self.store is not None:
             group = None
             if cfg.checkpoint_layout == "sharded" and env.distributed:
@@ -123,7 +124,12 @@ class CheckpointSession:
                 "world_size": self.env.world_size,
             }
             keep_state = self.env.is_main or not full
-            return (to_host(mo) if keep_state else {}), to_host(extra)
+            state = self.buffers.copy(mo) if keep_state else {}
+            if state and any(t.is_cuda for t in _tensors(mo)):
+                import torch
+
+                torch.cuda.synchronize()
+            return state, to_host(extra)
 
         meta = {"timestamp": trainer.timestamp.state_dict(), "resumption_index": self.env.resumption_index,
                 "config": trainer.resolved_config}
@@ -138,3 +144,16 @@ class CheckpointSession:
         done = self.saver.wait() if self.saver else []
         fdist.barrier(self.env)
         return done
+
+
+def _tensors(tree):
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            yield from _tensors(v)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            yield from _tensors(v)
