@@ -69,9 +69,12 @@ class TrainerConfig:
         return self.save_folder.format(run_name=self.run_name) if self.save_folder else None
 
     def resolved_run_dir(self) -> Path:
-        """run_dir, else FOUNDRY_HOME/runs/RUN_NAME (FOUNDRY_HOME defaults to the user data dir)."""
+        """run_dir, else FOUNDRY_RUN_DIR (set by the control plane for its jobs), else
+        FOUNDRY_HOME/runs/RUN_NAME (FOUNDRY_HOME defaults to the user data dir)."""
         if self.run_dir:
             return Path(self.run_dir)
+        if os.environ.get("FOUNDRY_RUN_DIR"):
+            return Path(os.environ["FOUNDRY_RUN_DIR"])
         return foundry_home() / "runs" / self.run_name
 
     def to_dict(self) -> dict[str, Any]:

@@ -160,3 +160,16 @@ def test_pause_request_first_signal_only_flags():
         assert p.requested and p.signum == signal.SIGTERM
     finally:
         p.uninstall()
+
+
+def test_python_m_foundry_trainer_builds_from_parameters(tmp_path):
+    from foundry.trainer.__main__ import build_from_parameters
+
+    t = build_from_parameters({
+        "model": "trainer.toy_job:ToyModel", "train_dataloader": "trainer.toy_job:ToyLoader",
+        "train_dataloader_args": {"rank": 0, "world": 1}, "max_duration": "2ba", "run_name": "params",
+        "run_dir": str(tmp_path), "device": "cpu", "optimizer": {"name": "SGD", "lr": 0.1}, "progress_bar": False})
+    t.fit()
+    assert t.timestamp.batch == 2 and type(t.optimizers[0]).__name__ == "SGD"
+    with pytest.raises(ConfigError, match="module:callable"):
+        build_from_parameters({"model": "nocolon", "train_dataloader": "x:y", "max_duration": "1ba"})
