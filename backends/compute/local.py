@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +38,10 @@ class LocalProvider:
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         self.config = dict(cluster_config or {})
         self.cluster = self.config.get("name", "local")
-        self.capabilities = Capabilities(multi_node=False, gpus=bool(self.config.get("gpus", False)),
+        gpus = self.config.get("gpus")
+        if gpus is None:  # autodetect: a machine with an NVIDIA driver has GPUs
+            gpus = shutil.which("nvidia-smi") is not None
+        self.capabilities = Capabilities(multi_node=False, gpus=bool(gpus),
                                          preemption_notice=False, graceful_stop=True, max_nodes=1)
 
     # --- planning -----------------------------------------------------------------------------
@@ -164,7 +168,17 @@ class LocalProvider:
         return []  # jobs are found through the run registry's handles
 
     def describe(self) -> dict[str, Any]:
-        return {"devices": os.cpu_count(), "nodes": 1, "state": "ready"}
+        gpus = _gpu_count() if self.capabilities.gpus else 0
+        return {"devices": gpus or os.cpu_count(), "gpus": gpus, "cpus": os.cpu_count(), "nodes": 1,
+                "state": "ready"}
+
+
+def _gpu_count() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def _create_time(pid: int) -> float | None:
