@@ -120,7 +120,7 @@ class ControlPlane:
         spec = self._spec(spec, name=name, cluster=cluster, gpus=gpus, nodes=nodes)
         place = placement_for(spec)
         self._check_refs(spec, place.cluster)
-        self.clusters.provider(place.cluster)  # fail on an unknown provider before recording
+        self._plan(spec, "new", 0, place)  # a plan the provider refuses never becomes a run
         run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries,
                                           submit_dir=os.getcwd())
         self.emit(spec.name, "created", {"cluster": place.cluster})

@@ -84,3 +84,9 @@ def test_clusters(cli):
     code, _, err = cli("create", "cluster", "bad", "--provider", "nope")
     assert code == 2 and "unknown provider 'nope'" in err
     assert cli("delete", "cluster", "box")[0] == 0
+
+
+def test_a_plan_the_provider_refuses_records_no_run(cli, tmp_path, cp):
+    code, _, err = cli("run", "-f", spec_file(tmp_path, name="wide", command="true", compute={"gpus": 4, "nodes": 2}))
+    assert code == 1 and "local provider runs on one node" in err
+    assert cp.list_runs() == []
