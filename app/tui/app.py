@@ -16,6 +16,7 @@ from textual.screen import Screen
 from .commands import FoundryCommands
 from .errors import one_line
 
+REPEAT_AFTER = 30.0
 VIEWS = {"runs": "Runs", "clusters": "Clusters", "datasets": "Datasets", "secrets": "Credentials"}
 ALIASES = {"credentials": "secrets", "creds": "secrets", "run": "runs", "cluster": "clusters",
            "dataset": "datasets", "data": "datasets", "secret": "secrets"}
@@ -45,14 +46,14 @@ class FoundryApp(App):
     ]
 
     def __init__(self, plane, *, readonly: bool = False, refresh_interval: float = 2.0,
-                 clock: Callable[[], float] = time.time, watch_dir: str | None = None):
+                 clock: Callable[[], float] = time.time):
         self.MODES = _modes()
         super().__init__()
         self.plane = plane
         self.readonly = readonly
         self.refresh_interval = refresh_interval
         self.clock = clock
-        self.watch_dir = watch_dir
+        self._last_failure: tuple | None = None
         if readonly:
             self.sub_title = "read-only"
 
@@ -61,8 +62,16 @@ class FoundryApp(App):
 
     # --- one handler for every failed worker ----------------------------------------------------
     def report_failure(self, error: BaseException | None, where: str = "") -> None:
-        """A worker's failure as a notification: FoundryError's message and hint, one line each."""
-        self.notify(one_line(error), title=f"{where} failed" if where else "Error", severity="error", timeout=8)
+        """A worker's failure as a notification: FoundryError's message and hint, one line each.
+
+        The same failure repeating (a periodic refresh against an unreachable provider) is shown
+        once per REPEAT_AFTER seconds, not on every refresh."""
+        text = one_line(error)
+        now = time.monotonic()
+        if self._last_failure and self._last_failure[0] == (where, text) and now - self._last_failure[1] < REPEAT_AFTER:
+            return
+        self._last_failure = ((where, text), now)
+        self.notify(text, title=f"{where} failed" if where else "Error", severity="error", timeout=8)
 
     def deny_readonly(self) -> bool:
         if self.readonly:

@@ -32,6 +32,10 @@ class FoundryScreen(WorkerFailures, Screen):
         self.title = "Foundry"
         self.sub_title = view + (" (read-only)" if getattr(self.app, "readonly", False) else "")
 
+    def busy(self, worker_name: str) -> bool:
+        """Whether this screen's worker of that name is still running (skip a periodic refresh)."""
+        return any(w.name == worker_name and w.is_running for w in self.workers)
+
     def mutating_allowed(self) -> bool:
         return not self.app.deny_readonly()
 

@@ -39,7 +39,11 @@ class ClustersScreen(TableScreen):
     def on_mount(self) -> None:
         self.set_view_title("Clusters")
         self.refresh_clusters()
-        self.set_interval(max(self.app.refresh_interval * 5, 5.0), self.refresh_clusters)
+        self.set_interval(max(self.app.refresh_interval * 5, 5.0), self.tick)
+
+    def tick(self) -> None:
+        if not self.busy("refresh clusters"):
+            self.refresh_clusters()
 
     def action_refresh(self) -> None:
         self.refresh_clusters()

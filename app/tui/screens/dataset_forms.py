@@ -78,6 +78,7 @@ class ConvertForm(FoundryModal[bool]):
             self.query_one("#form-error", Label).update("give a source and a destination")
             return
         self.query_one("#form-error", Label).update("converting…")
+        event.button.disabled = True
         self.convert(src, dst, str(self.query_one("#convert-compression", Select).value) or None)
 
     def _progress(self, done: int, total: int) -> None:
@@ -91,6 +92,8 @@ class ConvertForm(FoundryModal[bool]):
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
+        finally:
+            self.app.call_from_thread(setattr, self.query_one("#convert", Button), "disabled", False)
         self.app.call_from_thread(self.query_one("#form-error", Label).update,
                                   f"done: {summary.samples} samples in {summary.shards} shard(s) at {summary.url}")
         self.app.call_from_thread(self.notify, f"converted {summary.samples} samples into {summary.url}")

@@ -16,13 +16,15 @@ from foundry.app.control import run_views
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
 from .base import FoundryScreen
+from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
 
 LOG_TAIL = 200
 
 
-class RunDetailScreen(FoundryScreen):
+class RunDetailScreen(RunActions, FoundryScreen):
     TITLE = "Run"
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("l", "logs", "Logs"),
+    MUTATING = RUN_MUTATING
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), *RUN_BINDINGS,
                 Binding("ctrl+r", "refresh", "Refresh", show=False)]
 
     def __init__(self, run_name: str):
@@ -56,16 +58,24 @@ class RunDetailScreen(FoundryScreen):
                            ("url", "url")):
             table.add_column(label, key=key)
         self.refresh_run()
-        self.set_interval(self.app.refresh_interval, self.refresh_run)
+        self.set_interval(self.app.refresh_interval, self.tick)
+
+    def tick(self) -> None:
+        if not self.busy("refresh run"):
+            self.refresh_run()
 
     def action_refresh(self) -> None:
         self._ticks = 0
         self.refresh_run()
 
-    def action_logs(self) -> None:
-        from .logs import LogsScreen
+    def selected_run(self) -> str:
+        return self.run_name
 
-        self.app.push_screen(LogsScreen(self.run_name))
+    def after_change(self) -> None:
+        self.action_refresh()
+
+    def after_delete(self, name: str) -> None:
+        self.app.pop_screen()
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="refresh run", group="refresh")
     def refresh_run(self) -> None:

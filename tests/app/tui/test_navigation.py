@@ -63,6 +63,13 @@ def test_worker_failure_is_one_notification(plane, tui, monkeypatch):
             monkeypatch.setattr(plane, "list_runs", broken)
             app.screen.refresh_runs()
             await tui.until(pilot, lambda: app._notifications, what="notification")
+            idle = lambda: not app.screen.busy("refresh runs")  # noqa: E731
+            await tui.until(pilot, idle, what="refresh done")
+            app.screen.refresh_runs()  # the same failure again (a periodic refresh): not repeated
+            await pilot.pause(0.1)
+            await tui.until(pilot, idle, what="second refresh done")
+            await pilot.pause(0.2)
+            assert len(app._notifications) == 1
             note = list(app._notifications)[-1]
             assert note.severity == "error"
             assert note.message == "cluster 'hpc' is unreachable\nhint: check `foundry get clusters`"

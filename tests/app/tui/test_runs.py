@@ -87,6 +87,9 @@ async def _lifecycle(plane, run_yaml, tui):
         app.screen.query_one("#log-resumption", Select).value = 0
         await until(pilot, lambda: any("paused at step" in line for line in log.lines)
                     and not any("resumption 2" in line for line in log.lines), what="resumption 0 log")
+        app.screen.query_one("#log-rank", Select).value = 0
+        await tui.until(pilot, lambda: any("starting at step 0" in line for line in log.lines)
+                        and not any(line.startswith("[rank") for line in log.lines), what="rank 0 log")
         await pilot.press("escape")
 
         # ctrl+d: Cancel is the default (enter keeps the run); then confirm deletes it
