@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,18 @@ def test_on_run_event_reaches_plugins_and_a_broken_one_is_ignored():
     assert events[:2] == ["created", "launched"] and "completed" in events and events[-1] == "deleted"
     launched = next(d for _, e, d in seen if e == "launched")
     assert launched["resumption"] == 0 and launched["cluster"] == "local"
+
+
+def test_parameters_only_spec_runs_the_trainer(tmp_path):
+    """No `command`: the job is `python -m foundry.trainer` built from FOUNDRY_PARAMETERS."""
+    toy = Path(__file__).resolve().parents[1] / "trainer" / "toy_job.py"
+    (tmp_path / "toy_job.py").write_text(toy.read_text())
+    tests_dir = str(tmp_path)
+    config = sdk.RunConfig(name="from-params", parameters={
+        "model": "toy_job:ToyModel", "model_args": {"dropout": 0.0},
+        "train_dataloader": "toy_job:ToyLoader", "train_dataloader_args": {"rank": 0, "world": 1},
+        "max_duration": "3ba", "device": "cpu", "progress_bar": False,
+    }, env_variables={"PYTHONPATH": tests_dir})
+    run = sdk.wait_for_run(sdk.create_run(config), timeout=120)
+    assert run.status == "completed", "\n".join(sdk.get_logs(run))
+    assert [m["step"] for m in sdk.get_metrics(run) if "loss" in m] == [1, 2, 3]
