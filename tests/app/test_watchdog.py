@@ -59,3 +59,11 @@ def test_user_stop_is_not_retried(cp):
     cp.stop_run("sleepy")
     run = cp.wait("sleepy", timeout=60)
     assert run.status == "stopped" and len(run.resumptions) == 1
+
+
+def test_watch_once_reports_the_retry(cp, pausable, cli):
+    cp.create_run({"name": "watched", "command": pausable, "scheduling": {"max_retries": 1}})
+    kill_rank(cp, "watched", 0)
+    wait_for(lambda: (cp.paths.resumption_dir("watched", 0) / "exit.json").exists())
+    code, _, err = cli("watch", "--once")
+    assert code == 0 and "watched: resumption 0 lost" in err and "watched: retried as resumption 1" in err
