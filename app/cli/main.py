@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     debug = bool(os.environ.get("FOUNDRY_DEBUG"))
     try:
         app = build_app()
-        app(args=argv, standalone_mode=False)
+        # In non-standalone mode click returns a command's exit code instead of raising.
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int) and rc != 0:
+            sys.exit(rc)
     except FoundryError as exc:
         if debug:
             raise
