@@ -1,23 +1,48 @@
-"""`foundry ls/cp/rm` through the real entry point (`foundry.app.cli.main.main`), in a subprocess."""
+"""`foundry ls/cp/rm` through the real entry point (`foundry.app.cli.main.main`), in process.
+
+`main` is what the console script runs: it exits (SystemExit) with the CLI's exit code on errors.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from dataclasses import dataclass
 
 import pytest
 
 
-def foundry(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    code = "import sys; from foundry.app.cli.main import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def foundry(capsys, monkeypatch):
+    from foundry.app.cli.main import main
+    from foundry.app.cli.output import sink
+
+    def run(*args: str, env: dict | None = None) -> Result:
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            for key, value in (env or {}).items():
+                patch.setenv(key, value)
+            patch.setattr(sink, "json_mode", False)
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        return Result(code, out.out, out.err)
+
+    return run
 
 
 @pytest.mark.integration
-def test_cp_up_ls_cp_down_rm_roundtrip(s3_bucket, tmp_path):
+def test_cp_up_ls_cp_down_rm_roundtrip(foundry, s3_bucket, tmp_path):
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     (src / "a.txt").write_bytes(b"alpha")
@@ -51,7 +76,7 @@ def test_cp_up_ls_cp_down_rm_roundtrip(s3_bucket, tmp_path):
     assert json.loads(foundry("ls", "--json", s3_bucket.url).stdout) == []
 
 
-def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path):
+def test_bad_input_is_one_line_exit_2_and_nothing_written(foundry, tmp_path):
     (tmp_path / "f.txt").write_text("x")
     dest = tmp_path / "dest"
     unknown = foundry("cp", str(tmp_path / "f.txt"), "nosuch://bucket/key")
@@ -67,7 +92,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path):
 
 
 @pytest.mark.integration
-def test_missing_credentials_exit_2_nothing_written(s3_bucket, tmp_path):
+def test_missing_credentials_exit_2_nothing_written(foundry, s3_bucket, tmp_path):
     env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
            "AWS_CONFIG_FILE": str(tmp_path / "none")}
     s3_bucket.client().put_object(Bucket=s3_bucket.name, Key="k", Body=b"v")
@@ -78,7 +103,7 @@ def test_missing_credentials_exit_2_nothing_written(s3_bucket, tmp_path):
     assert not (tmp_path / "out.bin").exists() and list(tmp_path.iterdir()) == []
 
 
-def test_local_to_local_copy_and_missing_source(tmp_path):
+def test_local_to_local_copy_and_missing_source(foundry, tmp_path):
     (tmp_path / "f.txt").write_text("hello")
     assert foundry("cp", str(tmp_path / "f.txt"), f"file://{tmp_path}/g.txt").returncode == 0
     assert (tmp_path / "g.txt").read_text() == "hello"

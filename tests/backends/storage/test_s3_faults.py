@@ -15,14 +15,14 @@ pytestmark = pytest.mark.integration
 MiB = 1 << 20
 
 
-def _options(s3_bucket, proxy, attempts):
+def _options(s3_bucket, proxy, attempts, read_timeout=0.5):
     return {
         **s3_bucket.options,
         "endpoint_url": proxy.url,
         "attempts": attempts,
         "retry_base_delay": 0.01,
         "retry_max_delay": 0.1,
-        "read_timeout": 0.5,
+        "read_timeout": read_timeout,
         "connect_timeout": 0.5,
         "part_size": 5 * MiB,
         "multipart_threshold": 5 * MiB,
@@ -34,8 +34,9 @@ def test_every_operation_succeeds_at_20_percent_faults(s3_bucket, tmp_path):
     payload = os.urandom(11 * MiB + 7)
     src = tmp_path / "src.bin"
     src.write_bytes(payload)
-    with FaultProxy(s3_bucket.server.endpoint, rate=0.2, stall_s=1.0, seed=7) as proxy:
-        store = open_store(s3_bucket.url + "/data", _options(s3_bucket, proxy, attempts=12))
+    # read_timeout well above a loaded machine's slowest honest answer, so only stalls time out
+    with FaultProxy(s3_bucket.server.endpoint, rate=0.2, stall_s=2.5, seed=7) as proxy:
+        store = open_store(s3_bucket.url + "/data", _options(s3_bucket, proxy, attempts=12, read_timeout=2.0))
         for i in range(8):
             store.put(f"small/{i}", bytes([i]) * 1000)
         store.put_file("big.bin", src)
