@@ -3,30 +3,27 @@
     datasets:
       - {url: s3://bucket/mds/train, name: train}
 
-`DatasetRegistry` keeps the list (atomic rewrite under a file lock). `inspect_dataset(url)` reads
-index.json only (shards, samples, bytes, columns, compression); `read_samples` downloads the shards
-it needs into a temporary folder and decodes samples; `verify_dataset` checks every stored file's
-hashes; `convert_to_mds` turns JSONL, CSV/TSV or a folder of images (one sub-folder per class) into
-MDS. All of them take a `progress(done, total)` callback where the work is long.
+`DatasetRegistry` keeps the list (atomic rewrite under a file lock). The rest are thin adapters over
+foundry.streaming's inspect / verify / convert (what `foundry dataset inspect|verify|convert` run), so
+the TUI shows the CLI's numbers: `inspect_dataset(url)` (index.json only), `read_samples` (pages of
+decoded samples, downloading only the shards needed), `verify_dataset`, `convert_to_mds`. Long work
+takes a `progress(done, total)` callback.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
 from filelock import FileLock
 
-from foundry.plugins.errors import ConfigError, DataError, ObjectNotFoundError
+from foundry.plugins.errors import ConfigError
 
 Progress = Callable[[int, int], None]
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 
 
 @dataclass
@@ -99,174 +96,66 @@ def _default_name(url: str) -> str:
     return "-".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "dataset")
 
 
-def _store(url: str):
-    from foundry.plugins.manager import open_store
-
-    return open_store(url)
-
-
-def _shards(url: str):
-    from foundry.streaming.format import load_index
-
-    store = _store(url)
-    try:
-        raw = store.get("index.json")
-    except ObjectNotFoundError:
-        raise DataError(f"no index.json at {url}", hint="is this an MDS dataset folder?") from None
-    return store, load_index(raw)
+def _file_url(path_or_url: str | os.PathLike) -> str:
+    text = str(path_or_url)
+    return text if "://" in text else Path(text).expanduser().absolute().as_uri()
 
 
 def inspect_dataset(url: str) -> DatasetSummary:
-    _, shards = _shards(url)
-    if not shards:
-        return DatasetSummary(url, "mds", 0, 0, 0, 0, {}, None)
-    first = shards[0]
+    """Shards, samples, bytes, columns, compression (index.json only) — `foundry dataset inspect`'s numbers."""
+    from foundry.streaming.inspect import inspect_dataset as _inspect
+
+    info = _inspect(url, samples=0)
+    compression = [c for c in info["compression"] if c != "none"]
     return DatasetSummary(
-        url=url, format=first.format, shards=len(shards), samples=sum(s.samples for s in shards),
-        bytes=sum(s.remote_bytes for s in shards),
-        raw_bytes=sum(sum(f.raw_bytes for f in s.files) for s in shards),
-        columns=dict(zip(first.column_names, first.column_encodings)), compression=first.compression,
-        hashes=list(first.hashes))
-
-
-def _local_shard(store, shard, folder: Path) -> Path:
-    from foundry.streaming.format import decompress_file
-
-    for f in shard.files:
-        raw = folder / f.raw_basename
-        if raw.exists():
-            continue
-        remote = folder / f.remote_basename
-        store.get_file(f.remote_basename, remote)
-        if f.zip_basename:
-            decompress_file(shard.compression, remote, raw)
-    return folder / shard.raw_basename
+        url=url, format=",".join(info["formats"]) or "mds", shards=info["shards"], samples=info["samples"],
+        bytes=info["stored_bytes"], raw_bytes=info["raw_bytes"],
+        columns={c["name"]: c["encoding"] for c in info["columns"]},
+        compression=",".join(compression) or None, hashes=list(info["hashes"]))
 
 
 def read_samples(url: str, start: int = 0, count: int = 10) -> list[dict[str, Any]]:
-    """Decoded samples [start, start+count) of the dataset (downloads only the shards needed)."""
-    from foundry.streaming.format import open_shard
+    """Decoded samples [start, start+count) of the dataset (downloads only the shards needed).
 
-    store, shards = _shards(url)
+    Columns with an unsafe encoding (pkl) are refused with a DataError, as the dataset refuses them."""
+    from foundry.streaming.format import open_shard
+    from foundry.streaming.inspect import fetch_shard, open_dataset_store, read_index
+
+    store = open_dataset_store(url)
     out: list[dict[str, Any]] = []
     offset = 0
     with tempfile.TemporaryDirectory(prefix="foundry-samples-") as tmp:
-        for shard in shards:
+        for shard in read_index(store):
             lo, hi = offset, offset + shard.samples
             offset = hi
             if hi <= start or len(out) >= count:
                 continue
-            reader = open_shard(shard, _local_shard(store, shard, Path(tmp)))
-            try:
+            paths = fetch_shard(store, shard, tmp)
+            with open_shard(shard, paths[0], meta_path=paths[1] if len(paths) > 1 else None) as reader:
                 for i in range(max(start - lo, 0), shard.samples):
                     if len(out) >= count:
                         break
                     out.append(reader.get_sample(i))
-            finally:
-                reader.close()
     return out
 
 
 def verify_dataset(url: str, progress: Progress | None = None) -> list[str]:
-    """Check every stored file against the hashes in index.json; returns the problems (empty: ok)."""
-    from foundry.streaming.format import verify_file
+    """Check every shard (hashes, sizes, headers), as `foundry dataset verify`; returns the problems."""
+    from foundry.streaming.verify import verify_dataset as _verify
 
-    store, shards = _shards(url)
-    problems: list[str] = []
-    files = [f for s in shards for f in s.files]
-    with tempfile.TemporaryDirectory(prefix="foundry-verify-") as tmp:
-        for i, f in enumerate(files):
-            local = Path(tmp) / f.remote_basename
-            try:
-                store.get_file(f.remote_basename, local)
-            except Exception as exc:
-                problems.append(f"{f.remote_basename}: cannot read ({getattr(exc, 'message', exc)})")
-            else:
-                if local.stat().st_size != f.remote_bytes:
-                    problems.append(f"{f.remote_basename}: {local.stat().st_size} bytes, expected {f.remote_bytes}")
-                elif f.remote_hashes and not verify_file(local, f.remote_hashes):
-                    problems.append(f"{f.remote_basename}: hash mismatch ({', '.join(f.remote_hashes)})")
-                local.unlink(missing_ok=True)
-            if progress:
-                progress(i + 1, len(files))
-    return problems
-
-
-# --- conversion -----------------------------------------------------------------------------------
-def source_kind(src: str | Path) -> str:
-    path = Path(src).expanduser()
-    if path.is_dir():
-        return "images"
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        return "jsonl"
-    if suffix in (".csv", ".tsv"):
-        return "csv"
-    raise ConfigError(f"cannot convert {str(src)!r}", hint="give a .jsonl, .csv/.tsv file or a folder of images")
-
-
-def _records(src: Path, kind: str) -> tuple[list[Any], Callable[[Any], dict[str, Any]]]:
-    if kind == "jsonl":
-        lines = [ln for ln in src.read_text().splitlines() if ln.strip()]
-        return lines, json.loads
-    if kind == "csv":
-        delim = "\t" if src.suffix.lower() == ".tsv" else ","
-        with open(src, newline="") as fh:
-            rows = list(csv.DictReader(fh, delimiter=delim))
-        return rows, dict
-    classes = sorted(p.name for p in src.iterdir() if p.is_dir())
-    files = sorted(p for c in classes for p in (src / c).rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
-    return files, lambda p: {"image": p.read_bytes(), "label": classes.index(p.relative_to(src).parts[0])}
-
-
-def _columns(sample: dict[str, Any], kind: str) -> dict[str, str]:
-    if kind == "images":
-        return {"image": "bytes", "label": "int"}
-    cols = {}
-    for key, value in sample.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            cols[key] = "json" if isinstance(value, (dict, list)) else "str"
-        else:
-            cols[key] = "int" if isinstance(value, int) else "float64"
-    return cols
+    report = _verify(url, progress=progress)
+    return [f"{bad.shard}: {problem}" for bad in report.bad for problem in bad.problems]
 
 
 def convert_to_mds(src: str | Path, dst: str, compression: str | None = None,
                    hashes: tuple[str, ...] = ("sha1",), size_limit: int | str = "64mb",
-                   progress: Progress | None = None) -> DatasetSummary:
-    """Convert a JSONL/CSV file or an image folder into an MDS dataset at `dst` (local or remote)."""
-    from foundry.streaming import MDSWriter
+                   progress: Callable[[int, int | None], None] | None = None) -> DatasetSummary:
+    """Convert a JSONL/CSV file or an image folder into MDS at `dst` (`foundry dataset convert`)."""
+    from foundry.streaming.convert import convert
 
-    src = Path(src).expanduser()
-    if not src.exists():
+    if not Path(src).expanduser().exists():
         raise ConfigError(f"{str(src)!r} does not exist")
-    kind = source_kind(src)
-    items, parse = _records(src, kind)
-    if not items:
-        raise DataError(f"{src} holds no samples")
-    columns = _columns(parse(items[0]), kind)
-    if "://" not in dst:
-        dst = str(Path(dst).expanduser().absolute())
-    with MDSWriter(columns=columns, out=dst, compression=compression, hashes=list(hashes),
-                   size_limit=size_limit) as writer:
-        for i, item in enumerate(_iter(items, parse, columns)):
-            writer.write(item)
-            if progress and (i % 64 == 0 or i + 1 == len(items)):
-                progress(i + 1, len(items))
-    return inspect_dataset(dst if "://" in dst else Path(dst).as_uri())
-
-
-def _iter(items: list[Any], parse, columns: dict[str, str]) -> Iterator[dict[str, Any]]:
-    for item in items:
-        sample = parse(item)
-        out = {}
-        for key, enc in columns.items():
-            value = sample.get(key)
-            if enc == "int":
-                value = int(value)
-            elif enc == "float64":
-                value = float(value)
-            elif enc == "str":
-                value = "" if value is None else str(value)
-            out[key] = value
-        yield out
+    dst = str(dst) if "://" in str(dst) else str(Path(dst).expanduser().absolute())
+    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=list(hashes),
+            size_limit=size_limit, progress=progress)
+    return inspect_dataset(_file_url(dst))
