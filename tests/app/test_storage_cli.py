@@ -110,3 +110,14 @@ def test_local_to_local_copy_and_missing_source(foundry, tmp_path):
     missing = foundry("cp", str(tmp_path / "nope.txt"), str(tmp_path / "h.txt"))
     assert missing.returncode == 1 and "no such object" in missing.stderr
     assert not (tmp_path / "h.txt").exists()
+
+
+@pytest.mark.integration
+def test_progress_bar_path_on_a_terminal(foundry, s3_bucket, tmp_path, monkeypatch):
+    from foundry.app.cli.output import Sink
+
+    monkeypatch.setattr(Sink, "interactive", property(lambda self: not self.json_mode))
+    (tmp_path / "f.bin").write_bytes(os.urandom(300_000))
+    result = foundry("cp", str(tmp_path / "f.bin"), f"{s3_bucket.url}/f.bin")
+    assert result.returncode == 0, result.stderr
+    assert s3_bucket.client().head_object(Bucket=s3_bucket.name, Key="f.bin")["ContentLength"] == 300_000
