@@ -28,7 +28,7 @@ _COMPOSE_MAX = 32
 
 
 def _client(endpoint: str | None, project: str | None, credentials_file: str | None, anonymous: bool):
-    key = (endpoint, project, credentials_file, anonymous)
+    key = (os.getpid(), endpoint, project, credentials_file, anonymous)
     with _lock:
         if key not in _clients:
             from google.cloud import storage

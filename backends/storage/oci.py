@@ -26,7 +26,7 @@ _CONFIG_KEYS = ("user", "tenancy", "fingerprint", "key_file", "key_content", "re
 
 
 def _client(config_items: tuple, endpoint: str | None, timeout: tuple[float, float]):
-    key = (config_items, endpoint, timeout)
+    key = (os.getpid(), config_items, endpoint, timeout)
     with _lock:
         if key not in _clients:
             import oci

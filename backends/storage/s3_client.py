@@ -2,7 +2,7 @@
 
 Settings are resolved once, when a store is built, from the store options and the environment
 (never at import time). Client creation costs tens of milliseconds and a lot of memory, so clients
-are shared per (endpoint, region, credentials, timeouts, pool size).
+are shared per (process, endpoint, region, credentials, timeouts, pool size).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class S3Settings:
 
 def get_client(settings: S3Settings):
     """A shared boto3 S3 client for these settings, with botocore's own retries turned off."""
-    key = settings.cache_key()
+    key = (os.getpid(), *settings.cache_key())  # a forked worker builds its own (sockets are not shared)
     client = _clients.get(key)
     if client is not None:
         return client
