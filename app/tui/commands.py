@@ -20,7 +20,7 @@ class FoundryCommands(Provider):
                 continue
             seen.add(binding.action)
             allowed = active.node.check_action(binding.action.split("(")[0], ()) if hasattr(active.node, "check_action") else True
-            if allowed is False:
+            if allowed is not True:  # hidden or disabled (read-only)
                 continue
             title = f"{binding.description} ({binding.key_display or key})"
             out.append((title, f"{type(active.node).__name__}: {binding.action}",

@@ -50,6 +50,21 @@ def test_help_jump_filter_palette(plane, tui):
             system = [c.title for c in app.get_system_commands(app.screen)]
             assert "Go to Datasets" in system
 
+            # the palette runs a screen action and a view jump
+            await pilot.press("ctrl+p")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "CommandPalette", what="palette")
+            await pilot.press(*"Add (a)")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "SecretForm", what="add form from palette")
+            await pilot.press("escape")
+            await pilot.press("ctrl+p")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "CommandPalette", what="palette")
+            await pilot.press(*"Go to Clusters")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "ClustersScreen", what="jump from palette")
+
     tui.run(body())
 
 
