@@ -173,3 +173,39 @@ def test_python_m_foundry_trainer_builds_from_parameters(tmp_path):
     assert t.timestamp.batch == 2 and type(t.optimizers[0]).__name__ == "SGD"
     with pytest.raises(ConfigError, match="module:callable"):
         build_from_parameters({"model": "nocolon", "train_dataloader": "x:y", "max_duration": "1ba"})
+
+
+def test_eval_bf16_clipping_deterministic_and_callbacks(tmp_path):
+    from foundry.trainer import Callback
+
+    from .toy_job import ToyLoader, ToyModel
+
+    events = []
+
+    class Spy(Callback):
+        def fit_start(self, trainer):
+            events.append("fit_start")
+
+        def eval_end(self, trainer, metrics):
+            events.append(("eval", trainer.timestamp.batch, round(metrics["eval/loss"], 6)))
+
+        def fit_end(self, trainer):
+            events.append("fit_end")
+
+    eval_data = [{"x": torch.randn(4, 8), "y": torch.randn(4, 1)} for _ in range(2)]
+    try:
+        t = Trainer(run_name="parts", model=ToyModel(), train_dataloader=ToyLoader(0, 1), max_duration="4ba",
+                    eval_dataloader=eval_data, eval_interval="2ba", precision="bf16", grad_clip_norm=0.5,
+                    deterministic_mode=True, callbacks=[Spy()], device="cpu", run_dir=str(tmp_path),
+                    progress_bar=False).fit()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert events[0] == "fit_start" and events[-1] == "fit_end"
+    assert [e[1] for e in events if isinstance(e, tuple)] == [2, 4]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in train_rows] == [1, 2, 3, 4]
+    assert {"lr", "throughput", "samples_per_sec", "tokens_per_sec", "wall_time", "epoch"} <= set(train_rows[0])
+    assert [r["step"] for r in rows if "eval/loss" in r] == [2, 4]
+    assert json.loads((tmp_path / "config.json").read_text())["trainer"]["precision"] == "bf16"
+    assert t.timestamp.sample == 32

@@ -60,8 +60,6 @@ def restore(manifest: Manifest, folder: Path, model, optimizers: list, rank: int
         state = model_optim_state(model, optimizers, full=False)
         if weights_only:
             state = {"model": state["model"]}
-        import warnings
-
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
         dcp.load(state, checkpoint_id=str(folder), no_dist=not (dist.is_available() and dist.is_initialized()))
     apply_model_optim_state(model, [] if weights_only else optimizers, state, full=full)
