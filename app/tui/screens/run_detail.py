@@ -44,6 +44,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
                 yield ResumptionTimeline("loading…", id="timeline")
             with TabPane("Checkpoints", id="tab-checkpoints"):
                 yield DataTable(id="checkpoints", cursor_type="row")
+                yield Static("", id="checkpoint-url", markup=False)
             with TabPane("Config", id="tab-config"):
                 with VerticalScroll():
                     yield Static("loading…", id="config", markup=False)
@@ -117,9 +118,19 @@ class RunDetailScreen(RunActions, FoundryScreen):
                 table.add_row(c.name, str(c.batch), state, fmt.size(c.size), c.url, key=c.name)
             if not checkpoints:
                 table.add_row("(none yet)", "", "", "", url or "no save_folder in the run spec")
+            self._show_url(table.cursor_row)
         if config is not None:
             self.query_one("#config", Static).update(yaml.safe_dump(config, sort_keys=False).rstrip())
         if logs is not None:
             log = self.query_one("#detail-log", Log)
             log.clear()
             log.write_lines(logs)
+
+    def _show_url(self, row: int) -> None:
+        table = self.query_one("#checkpoints", DataTable)
+        if 0 <= row < table.row_count:
+            self.query_one("#checkpoint-url", Static).update(str(table.get_row_at(row)[-1]))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "checkpoints":
+            self._show_url(event.cursor_row)

@@ -117,7 +117,8 @@ def _fake_plane_class():
                                   ended_at=None if s == "running" else created + 60 * i + 50, cause=cause)
                        for i, (c, d, s, cause) in enumerate(res)]
         spec = {"name": name, "command": "python train.py", "compute": {"cluster": cluster, "gpus": 2},
-                "parameters": {"max_duration": f"{max_steps}ba"}}
+                "parameters": {"max_duration": f"{max_steps}ba", "save_folder": SNAP_HOME + "/ckpt/{run_name}",
+                               "save_interval": "100ba", "autoresume": True}}
         return RunInfo(name, f"id-{name}", status, cluster, 1, resumptions[-1].devices, created, created,
                        2, 0, spec, resumptions)
 
@@ -190,6 +191,15 @@ def snapshot_app(monkeypatch):
             img.putpixel((x, 8), (255, 255, 255))
         img.save(home / "src" / "pets" / label / "0.png")
     convert_to_mds(home / "src" / "pets", str(home / "data" / "pets"))
+    from foundry.trainer.checkpoint.format import LATEST, MANIFEST, pointer_bytes
+
+    for name, size in (("ep0-ba100", 4096), ("ep0-ba200", 4096), ("ep0-ba240", 1000)):
+        folder = home / "ckpt" / "gpt-small" / name
+        folder.mkdir(parents=True)
+        (folder / "model.pt").write_bytes(b"w" * size)
+        if name != "ep0-ba240":  # the newest is still uploading: no manifest yet
+            (folder / MANIFEST).write_bytes(b"{}")
+    (home / "ckpt" / "gpt-small" / LATEST).write_bytes(pointer_bytes("ep0-ba200", b"{}"))
     plane = _fake_plane_class()(home / "foundry")
     registry = DatasetRegistry(plane.paths.home)
     registry.add(str(home / "data" / "reviews"), "reviews")

@@ -46,6 +46,14 @@ def test_run_details_resumptions(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right"))
 
 
+def test_run_details_checkpoints(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right", "right"))
+
+
+def test_run_details_config(snap_compare, snapshot_app):
+    assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right", "right", "right"))
+
+
 def test_clusters_screen(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(), run_before=_settled("2"))
 
