@@ -8,6 +8,35 @@ import pytest
 pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers"]
 
 
+_LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_only():
+    """Tests talk to servers on this machine only: refuse in-process connections elsewhere."""
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            host = str(address[0])
+            if not host.startswith(_LOOPBACK_PREFIXES):
+                raise ConnectionRefusedError(f"tests may only connect to loopback, not {host}")
+
+    def connect(sock, address):
+        check(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        check(sock, address)
+        return real_connect_ex(sock, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    yield
+    socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex
+
+
 @pytest.fixture(autouse=True)
 def _isolated_foundry(tmp_path, monkeypatch):
     monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "foundry-home"))
