@@ -8,19 +8,31 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 EXTRAS=${1:-}
+LOG="$VENV.setup.log"
 
+pip_quiet() {  # pip's output goes to a log, shown only when it fails
+  if ! "$VENV/bin/pip" "$@" >>"$LOG" 2>&1; then
+    tail -40 "$LOG" >&2
+    echo "setup failed: pip $*  (full log: $LOG)" >&2
+    exit 1
+  fi
+}
+
+: >"$LOG"
 if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "creating $VENV" >&2
   "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
+  pip_quiet install -q --upgrade pip
 fi
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   echo "installing torch==2.13.0 (CPU build)" >&2
-  "$VENV/bin/pip" install -q "torch==2.13.0"
+  pip_quiet install -q "torch==2.13.0"
 fi
 spec="."
 [[ -n "$EXTRAS" ]] && spec=".[${EXTRAS}]"
 # The constraint keeps any dependency from swapping the installed torch for a CUDA build.
 TORCH_VERSION=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
 echo "torch==${TORCH_VERSION}" > "$VENV/torch-constraint.txt"
-"$VENV/bin/pip" install -q -c "$VENV/torch-constraint.txt" -e "$spec"
+echo "installing foundry${EXTRAS:+[$EXTRAS]}" >&2
+pip_quiet install -q -c "$VENV/torch-constraint.txt" -e "$spec"
 echo "foundry installed in $VENV" >&2

@@ -6,6 +6,7 @@
 # `scontrol show job` and the exit-code file Foundry's batch script writes.
 #
 #   bash scripts/infra/slurm.sh [start]   # install + configure + start, wait for an idle node
+#   bash scripts/infra/slurm.sh install   # install the packages only
 #   bash scripts/infra/slurm.sh stop      # stop the daemons (by pid file)
 #   bash scripts/infra/slurm.sh status    # exit 0 when the controller answers and the node is usable
 set -euo pipefail
@@ -50,8 +51,8 @@ case "${1:-start}" in
   status)
     node_usable && { echo "slurm up: node $NODE $(sinfo -h -n $NODE -o %T)"; exit 0; }
     echo "slurm not running"; exit 1 ;;
-  start) ;;
-  *) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
+  start|install) ;;
+  *) echo "usage: $0 [start|install|stop|status]" >&2; exit 2 ;;
 esac
 
 t0=$(date +%s.%N)
@@ -63,6 +64,8 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
 fi
+
+[[ "${1:-start}" == install ]] && exit 0   # packages only (scripts/test.sh prepares them)
 
 # ---- 2. munge key + directories
 if [[ ! -s /etc/munge/munge.key ]]; then
