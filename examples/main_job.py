@@ -3,7 +3,7 @@ sources, byte-level tokens) as MDS shards in file:// storage under FOUNDRY_HOME,
 tiny GPT, train on CPU for a couple of minutes with checkpoints going to file:// storage, and show
 the loss going down.
 
-    python examples/main_job.py [--max-duration 120ba] [--resume]
+    python examples/main_job.py [--minutes 2] [--max-duration 2000ba] [--resume]
 
 FOUNDRY_HOME defaults to the platform's user data directory (platformdirs). Outputs:
   FOUNDRY_HOME/storage/datasets/pystdlib-bytes/{train,val}   the dataset (written once)
@@ -27,9 +27,24 @@ from foundry.plugins.manager import open_store  # noqa: E402
 from foundry.trainer.config import foundry_home  # noqa: E402
 
 
+class TimeBudget:
+    """Stops training (with its final checkpoint) once `seconds` of training have passed."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start = seconds, None
+
+    def fit_start(self, trainer) -> None:
+        self.start = time.monotonic()
+
+    def batch_end(self, trainer) -> None:
+        if time.monotonic() - self.start >= self.seconds:
+            trainer.stop()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description="Train the tiny GPT on the embedded default.")
-    p.add_argument("--max-duration", default="120ba")
+    p.add_argument("--minutes", type=float, default=2.0, help="wall-clock training budget")
+    p.add_argument("--max-duration", default="2000ba", help="training length (the LR schedule's length)")
     p.add_argument("--resume", action="store_true", help="continue the previous demo run instead of restarting")
     a = p.parse_args()
     home = foundry_home()
@@ -47,11 +62,11 @@ def main() -> int:
     if not a.resume and (run_dir / "metrics.jsonl").exists():
         (run_dir / "metrics.jsonl").unlink()
     trainer = build_trainer(data_url, save_folder, run_name="tiny-gpt", max_duration=a.max_duration,
-                            save_interval="40ba", eval_interval="40ba", autoresume=a.resume,
+                            save_interval="200ba", eval_interval="200ba", autoresume=a.resume,
                             save_overwrite=not a.resume, run_dir=str(run_dir), device="cpu",
-                            console_log_interval=10)
+                            console_log_interval=25, callbacks=[TimeBudget(a.minutes * 60)])
     print(f"training a {trainer.resolved_config['model']['parameters'] / 1e6:.1f}M-parameter GPT on CPU "
-          f"for {a.max_duration}; checkpoints -> {trainer.cfg.save_url}", flush=True)
+          f"for {a.minutes:g} min (at most {a.max_duration}); checkpoints -> {trainer.cfg.save_url}", flush=True)
     t0 = time.time()
     trainer.fit()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -78,6 +78,7 @@ class Trainer:
         self.exit_on_pause = exit_on_pause
         self.paused = False
         self.last_loss: float | None = None
+        self._stop_requested = False
         self._resume = self.checkpoints.resume(self)
 
     # -- setup helpers --------------------------------------------------------------------------
@@ -131,8 +132,13 @@ class Trainer:
                 return self.loss_fn(self.model(batch[0]), batch[1])
             return self.loss_fn(self.model(batch), batch)
 
+    def stop(self) -> None:
+        """End training after the current step as if max_duration were reached (final checkpoint
+        included). Call it on every rank at the same step (e.g. from a batch_end callback)."""
+        self._stop_requested = True
+
     def _done(self) -> bool:
-        return self.timestamp.reached(self.max_time)
+        return self._stop_requested or self.timestamp.reached(self.max_time)
 
     def fit(self) -> "Trainer":
         self.pause.install()
@@ -244,6 +250,7 @@ class Trainer:
         return metrics
 
     def _log(self, metrics: dict[str, Any]) -> None:
+        metrics["resumption"] = self.env.resumption_index
         for lg in self.loggers:
             lg.log_metrics(metrics, self.timestamp.batch)
 

@@ -131,3 +131,14 @@ def test_at_most_one_checkpoint_in_flight(tmp_path):
     assert second_done.wait(30)
     saver.wait()
     assert store_ops.read_latest(store.inner)["checkpoint"] == "ep0-ba2"
+
+
+def test_stop_ends_training_with_a_final_checkpoint(tmp_path):
+    class StopAt3:
+        def batch_end(self, trainer):
+            if trainer.timestamp.batch == 3:
+                trainer.stop()
+
+    t = make(tmp_path, tmp_path / "ck", steps=10, save_interval="100ba", callbacks=[StopAt3()]).fit()
+    assert t.timestamp.batch == 3 and not t.paused
+    assert store_ops.read_latest(open_store(str(tmp_path / "ck")))["checkpoint"] == "ep0-ba3"

@@ -147,10 +147,10 @@ class CheckpointSaver:
         if not self.keep_staging:
             shutil.rmtree(self.staging_root / newest, ignore_errors=True)
             return
-        if self.keep is None or self.keep < 0:
-            return
-        local = sorted((p for p in self.staging_root.iterdir() if p.is_dir()),
+        # Local copies: as many as the store keeps, only the newest when the store keeps all.
+        keep = self.keep if self.keep is not None and self.keep > 0 else 1
+        local = sorted((p for p in self.staging_root.iterdir() if p.is_dir() and not p.name.startswith("_")),
                        key=lambda p: p.stat().st_mtime)
-        for path in local[: max(0, len(local) - max(self.keep, 1))]:
+        for path in local[: max(0, len(local) - keep)]:
             if path.name != newest:
                 shutil.rmtree(path, ignore_errors=True)

@@ -8,6 +8,7 @@ holds checkpoints is an error unless save_overwrite=True (then they are deleted 
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class CheckpointSession:
         self.saver: CheckpointSaver | None = None
         self.resumed_from: str | None = None
         self.last_saved: str | None = None
-        self.buffers = HostBuffers(pin=False)
+        self.buffers = HostBuffers(pin=_cuda_available())
         if self.store is not None:
             group = None
             if cfg.checkpoint_layout == "sharded" and env.distributed:
@@ -64,8 +65,11 @@ class CheckpointSession:
         if found is None:
             return None
         manifest, folder = found
-        extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
-                               self.env.world_size, weights_only=weights_only)
+        try:
+            extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
+                                   self.env.world_size, weights_only=weights_only)
+        finally:
+            shutil.rmtree(dest, ignore_errors=True)
         self.resumed_from = manifest.name
         log.info("resumed from checkpoint %s (batch %s)", manifest.name, manifest.timestamp.get("batch"))
         if weights_only:
@@ -157,3 +161,9 @@ def _tensors(tree):
     elif isinstance(tree, (list, tuple)):
         for v in tree:
             yield from _tensors(v)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
