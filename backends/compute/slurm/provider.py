@@ -127,6 +127,9 @@ class SlurmProvider:
             return JobStatus(JobState.STOPPING if stop_requested else JobState.RUNNING, nodes=nodes)
         if state == "CANCELLED" and code is None and stopped_by_us and not self.cli.exists(str(job_dir / "ranks" / "0.pid")):
             return JobStatus(JobState.PAUSED, reason="stopped before it started", nodes=nodes)
+        killed_by_us = self.cli.exists(str(job_dir / "kill_requested"))
+        if killed_by_us and code not in (0, PAUSED_EXIT_CODE) and state not in sc.RUNNING_STATES:
+            return JobStatus(JobState.LOST, exit_code=code, reason="slurm job cancelled by a hard stop", nodes=nodes)
         if state in sc.LOST_STATES and code != PAUSED_EXIT_CODE:
             return JobStatus(JobState.LOST, exit_code=code, reason=f"slurm job {state.lower()}", nodes=nodes)
         if code is not None:
@@ -170,8 +173,11 @@ class SlurmProvider:
         job = self._squeue(handle.job_id).get(handle.job_id)
         if job is None or job["state"] not in sc.ACTIVE_STATES | sc.RUNNING_STATES:
             return  # already finished
+        job_dir = PurePosixPath(handle.data["job_dir"])
         if graceful:   # status() shows STOPPING at once, and PAUSED for a job cancelled while pending
-            self.cli.write_file(str(PurePosixPath(handle.data["job_dir"]) / "stop_requested"), b"graceful\n")
+            self.cli.write_file(str(job_dir / "stop_requested"), b"graceful\n")
+        else:          # status() reports the job as cancelled (LOST) whatever exit code the kill leaves
+            self.cli.write_file(str(job_dir / "kill_requested"), b"hard\n")
         if graceful and job["state"] in sc.RUNNING_STATES:
             # the batch shell's trap sends SIGTERM once to every worker; they checkpoint and exit 75
             self.cli.run(["scancel", "--batch", "--signal=TERM", handle.job_id])
