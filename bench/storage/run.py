@@ -118,9 +118,9 @@ def main() -> None:
             pool.shutdown()
         finally:
             if proc is not None:
-                from support.storage_servers import _stop
+                from support.storage_servers import stop_seaweedfs
 
-                _stop(proc, timeout=30)
+                stop_seaweedfs(proc)
 
     print(f"\nSeaweedFS on loopback, {args.size_mib} MiB per set, small = {args.small_count} x "
           f"{small_size // 1024} KiB ({args.small_workers} threads), {args.reps} reps, medians\n")

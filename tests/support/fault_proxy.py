@@ -11,7 +11,8 @@ Faults (`kinds`):
 - "stall": nothing is answered for `stall_s` seconds, then the connection closes;
 - "truncate": GET only: the server's response is forwarded with half its body, then closed.
 Faults that would hide a completed write (a reset after forwarding a POST) are never injected.
-`proxy.faults` counts the faults injected by kind; `proxy.rate` can be changed at any time.
+A kind listed twice in `kinds` is picked twice as often. `proxy.faults` counts the faults injected
+by kind; `proxy.rate` can be changed at any time.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -201,6 +202,15 @@ def start_seaweedfs(data_root: Path, access_key: str = "foundrytestkey",
     return proc, S3Server(endpoint, access_key, secret_key, data, log_path)
 
 
+def stop_seaweedfs(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` (the data is throwaway); remove its unix sockets."""
+    ports = [a.split("=", 1)[1] for a in proc.args if a.startswith("-") and ".port" in a and "=" in a]
+    _stop(proc, timeout)
+    for port in ports:
+        for sock in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-{port}.sock"):
+            sock.unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """One SeaweedFS for the session (see module docstring)."""
@@ -210,7 +220,7 @@ def s3_server(tmp_path_factory):
     try:
         yield server
     finally:
-        _stop(proc, timeout=15)
+        stop_seaweedfs(proc)
 
 
 @dataclass
