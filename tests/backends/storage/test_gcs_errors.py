@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from foundry.plugins.errors import BucketNotFoundError, ObjectNotFoundError, TransientStorageError
+from foundry.plugins.errors import BucketNotFoundError, CredentialsError, ObjectNotFoundError, TransientStorageError
 from foundry.plugins.manager import open_store
 
 
@@ -34,3 +34,13 @@ def test_unreachable_endpoint_after_the_configured_attempts(monkeypatch):
     store = open_store("gs://bucket", {"attempts": 2, "retry_base_delay": 0.01})
     with pytest.raises(TransientStorageError, match="after 2 attempts"):
         store.get("k")
+
+
+def test_no_credentials(monkeypatch, tmp_path):
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud application-default credentials
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # not on Google Compute Engine
+    with pytest.raises(CredentialsError) as info:
+        open_store("gs://bucket").get("k")
+    assert "foundry create secret gcp" in info.value.hint
