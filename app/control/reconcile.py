@@ -73,7 +73,11 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             if cp.registry.transition(run.id, res.index, res.state, state, state, {"resumption": res.index}):
                 cp.emit(run.name, state, {"resumption": res.index, "cluster": res.cluster})
             continue
-        stopped_by_user = res.state == "stopping" and status.state in (JobState.FAILED, JobState.LOST)
+        # A job that ends by a signal after the user stopped it was stopped; one that fails on its own
+        # error while stopping (exit code < 128) still failed.
+        stopped_by_user = res.state == "stopping" and (
+            status.state is JobState.LOST
+            or status.state is JobState.FAILED and (status.exit_code is None or status.exit_code >= 128))
         if stopped_by_user:
             state = "stopped"
         details = {"resumption": res.index, "cluster": res.cluster, "exit_code": status.exit_code,
