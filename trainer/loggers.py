@@ -24,14 +24,21 @@ class Logger:
 
 
 class JSONLinesLogger(Logger):
+    flush_seconds = 1.0
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", buffering=1)
+        self._file = open(self.path, "a")
+        self._flushed = 0.0
 
     def log_metrics(self, metrics: dict[str, Any], step: int) -> None:
-        row = {"step": step, **metrics, "time": round(time.time(), 3)}
+        now = time.time()
+        row = {"step": step, **metrics, "time": round(now, 3)}
         self._file.write(json.dumps(row, allow_nan=True) + "\n")
+        if now - self._flushed >= self.flush_seconds:  # readers see rows within a second
+            self._file.flush()
+            self._flushed = now
 
     def close(self) -> None:
         self._file.close()

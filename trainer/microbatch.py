@@ -10,7 +10,8 @@ otherwise leave the others waiting in DDP's all-reduce).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 import torch
 
