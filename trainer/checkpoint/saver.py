@@ -144,6 +144,8 @@ class CheckpointSaver:
         return files
 
     def _prune_staging(self, newest: str) -> None:
+        if not self.staging_root.is_dir():  # e.g. ranks > 0 with the full layout write nothing
+            return
         if not self.keep_staging:
             shutil.rmtree(self.staging_root / newest, ignore_errors=True)
             return
