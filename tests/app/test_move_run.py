@@ -44,12 +44,15 @@ def check(result: dict, cluster_b: str) -> None:
     assert all(v >= 0 for v in phases.values())
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-def test_move_local_to_slurm_through_s3(s3_bucket, slurm_cluster, tmp_path, cp, capsys):
-    server = s3_bucket.server
+def create_secret(cp, server) -> None:
     cp.create_secret("seaweed", "s3", {"access_key_id": server.access_key, "secret_access_key": server.secret_key,
                                        "endpoint": server.endpoint, "region": server.region})
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_move_local_to_slurm_through_s3(s3_bucket, slurm_cluster, tmp_path, cp):
+    create_secret(cp, s3_bucket.server)
     config = slurm_cluster.provider_config(tmp_path / "slurm-jobs")
     config.pop("name"), config.pop("provider")
     cp.create_cluster("hpc", "slurm", config)
@@ -58,4 +61,14 @@ def test_move_local_to_slurm_through_s3(s3_bucket, slurm_cluster, tmp_path, cp, 
     print(example.report(result))
     check(result, "hpc")
     assert (tmp_path / "out" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert server.secret_key not in result["describe"]
+    assert s3_bucket.server.secret_key not in result["describe"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_move_local_2_to_local_1_through_s3(s3_bucket, tmp_path, cp):
+    create_secret(cp, s3_bucket.server)
+    example = load_example()
+    result = example.prove(options(tmp_path, s3_bucket.url, "local"))
+    print(example.report(result))
+    check(result, "local")
