@@ -89,6 +89,7 @@ class StreamingDataset(IterableDataset):
             infos.extend(shards)
             sizes.append([int(x.samples) for x in shards])
         self._infos = infos
+        self._has_remote = any(c.evictable for c in self._caches)
         self._shard_cache = np.concatenate([np.full(len(c.shards), k, dtype=np.int64) for k, c in enumerate(self._caches)])
         self._shard_local = np.concatenate([np.arange(len(c.shards), dtype=np.int64) for c in self._caches])
         stream_totals = [sum(x) for x in sizes]

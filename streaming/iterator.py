@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     from .dataset import StreamingDataset
 
 
+class _NoPrefetch:
+    """Every shard is already local: nothing to fetch ahead."""
+
+    def advance(self, position: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def worker_plan(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> tuple[np.ndarray, np.ndarray]:
     """(global shard, index within shard) of every sample this rank's worker yields."""
     g = ds._global_batch(topo)
@@ -53,8 +63,8 @@ def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> I
         return set(use_shards[max(0, lo):hi].tolist())
 
     evict = (lambda _s: ds._after_fetch(protect)) if ds._evictor.limit is not None else None
-    prefetcher = Prefetcher(ds._ensure_shard, use_shards.tolist(), use_first.tolist(), window,
-                            threads=ds._download_threads, after=evict)
+    prefetcher = (Prefetcher(ds._ensure_shard, use_shards.tolist(), use_first.tolist(), window,
+                             threads=ds._download_threads, after=evict) if ds._has_remote else _NoPrefetch())
     step = max(256, window // 4)
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}

@@ -1,0 +1,104 @@
+"""Shared by every side of the streaming benchmark (runs in Foundry's and the peers' venvs).
+
+Workloads (identical samples for every library):
+- tokens: sample i = {"tokens": int32[2048] filled from a fixed pattern}, 8 KiB each.
+- images: sample i = {"image": ~2 KB JPEG bytes, "label": int}; 256 distinct JPEGs reused.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+BATCH = 32
+TOKENS = 2048
+
+
+def token_sample(i: int, base: np.ndarray) -> np.ndarray:
+    out = base.copy()
+    out[0] = i
+    return out
+
+
+def token_base() -> np.ndarray:
+    return (np.arange(TOKENS, dtype=np.int64) * 2654435761 % 50257).astype(np.int32)
+
+
+def jpeg_pool(n: int = 256) -> list[bytes]:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    pool = []
+    for k in range(n):
+        arr = rng.integers(0, 255, (24, 24, 3), dtype=np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(arr).save(buf, format="JPEG", quality=60)
+        pool.append(buf.getvalue())
+    return pool
+
+
+def maxrss_mb(children: bool = False) -> float:
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_maxrss / 1024.0
+
+
+def du(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def count(item) -> int:
+    """Samples in a yielded item: a batch (dict of tensors/lists) or one sample."""
+    if isinstance(item, dict):
+        v = next(iter(item.values()))
+        if hasattr(v, "shape") and getattr(v, "ndim", 0) >= 1 and item.get("__batched__", True):
+            return int(v.shape[0]) if not isinstance(v, np.ndarray) else 1
+        if isinstance(v, list):
+            return len(v)
+        return 1
+    return 1
+
+
+def timed_epoch(iterable, batched: bool) -> dict:
+    t0 = time.perf_counter()
+    first = None
+    n = 0
+    for item in iterable:
+        if first is None:
+            first = time.perf_counter() - t0
+        if batched:
+            v = next(iter(item.values())) if isinstance(item, dict) else item[0]
+            n += len(v)
+        else:
+            n += 1
+    return {"seconds": time.perf_counter() - t0, "samples": n, "first_sample_s": first}
+
+
+def emit(result: dict) -> None:
+    result["maxrss_mb"] = maxrss_mb()
+    result["maxrss_children_mb"] = maxrss_mb(children=True)
+    sys.stdout.write("RESULT " + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def collate(batch):
+    """Same collate for every side: arrays and numbers stacked into tensors, bytes kept as a list."""
+    from torch.utils.data import default_collate
+
+    out = {}
+    for key in batch[0]:
+        values = [s[key] for s in batch]
+        out[key] = values if isinstance(values[0], (bytes, bytearray, memoryview)) else default_collate(values)
+    return out

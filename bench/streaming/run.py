@@ -1,0 +1,219 @@
+"""Streaming benchmark: Foundry vs mosaicml-streaming 0.13 vs litdata, in one run.
+
+    .venv/bin/python bench/streaming/run.py [--samples 100000] [--reps 3] [--workloads tokens,images]
+        [--sides foundry,mosaic,litdata] [--no-cold] [--out bench/results/streaming.json]
+
+Each side runs as a subprocess in its own venv (peers: .venv-peers/, see tests/support/peers.py for
+mosaicml-streaming and README in this folder for litdata). Repetitions are interleaved across
+sides; shard files are read once (page cache warm) right before every timed epoch; medians are
+reported, with Foundry's ratio to each peer. The cold epoch reads from SeaweedFS on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PEERS = REPO / ".venv-peers"
+
+
+def mosaic_python() -> Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.peers import mosaic_python as build
+
+    return build()
+
+
+def side_cmd(side: str) -> list[str]:
+    if side == "foundry":
+        return [str(REPO / ".venv" / "bin" / "python"), str(HERE / "side_foundry.py")]
+    if side == "mosaic":
+        return [str(mosaic_python()), "-I", str(HERE / "side_mosaic.py"), str(HERE)]
+    return [str(PEERS / "litdata" / "bin" / "python"), "-I", str(HERE / "side_litdata.py"), str(HERE)]
+
+
+def run(side: str, *args: str, env: dict | None = None, timeout: int = 1800) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-") as cwd:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        full_env.update(env or {})
+        if side == "foundry":
+            full_env["PYTHONPATH"] = str(HERE)
+        proc = subprocess.run(side_cmd(side) + list(args), capture_output=True, text=True, cwd=cwd,
+                              env=full_env, timeout=timeout)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{side} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def warm(path: Path) -> None:
+    """Read every file once so the timed epoch starts from the page cache."""
+    for root, _d, files in os.walk(path):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                while fh.read(16 << 20):
+                    pass
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=100_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--workloads", default="tokens,images")
+    ap.add_argument("--sides", default="foundry,mosaic,litdata")
+    ap.add_argument("--data", default=str(REPO / ".foundry-cache" / "bench-streaming"))
+    ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streaming.json"))
+    a = ap.parse_args()
+    sides = a.sides.split(",")
+    data = Path(a.data)
+    results: dict = {"samples": a.samples, "reps": a.reps, "sides": sides, "workloads": {}}
+    s3 = None
+    if not a.no_cold:
+        s3 = start_s3(data / "seaweed")
+    try:
+        for wl in a.workloads.split(","):
+            r = results["workloads"][wl] = {s: {} for s in sides}
+            dirs = {s: data / f"{wl}-{a.samples}" / s for s in sides}
+            for s in sides:  # write (timed once, on a fresh folder)
+                shutil.rmtree(dirs[s], ignore_errors=True)
+                dirs[s].parent.mkdir(parents=True, exist_ok=True)
+                res = run(s, "write", wl, str(dirs[s]), str(a.samples))
+                r[s]["write_sps"] = a.samples / res["seconds"]
+                print(f"[{wl}] {s} write {r[s]['write_sps']:.0f}/s", flush=True)
+            if "foundry" in sides:
+                for _ in range(a.reps):
+                    warm(dirs["foundry"])
+                    res = run("foundry", "floor", str(dirs["foundry"]))
+                    r.setdefault("floor", []).append(res["samples"] / res["seconds"])
+            for mode in ("plain", "loader"):
+                for rep in range(a.reps):
+                    for s in sides:
+                        warm(dirs[s])
+                        res = run(s, "epoch", str(dirs[s]), mode)
+                        r[s].setdefault(f"{mode}_sps_all", []).append(res["samples"] / res["seconds"])
+                        r[s].setdefault("first_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
+                        if mode == "plain":
+                            r[s].setdefault("rss_all", []).append(res["maxrss_mb"])
+                        print(f"[{wl}] {s} {mode} rep{rep} {res['samples'] / res['seconds']:.0f}/s "
+                              f"rss {res['maxrss_mb']:.0f}MB", flush=True)
+            for rep in range(a.reps):
+                for s in sides:
+                    warm(dirs[s])
+                    res = run(s, "resume", str(dirs[s]))
+                    r[s].setdefault("resume_all", []).append(res["seconds"])
+            if s3 is not None:
+                for s in sides:
+                    prefix = f"{wl}-{a.samples}/{s}"
+                    upload(s3, dirs[s], prefix)
+                    cache = data / "cold-cache" / wl / s
+                    shutil.rmtree(cache, ignore_errors=True)
+                    url = f"s3://{s3['bucket']}/{prefix}"
+                    res = run(s, "epoch", url, "plain", str(cache), env=s3["env"])
+                    r[s]["cold_sps"] = res["samples"] / res["seconds"]
+                    r[s]["cold_first_s"] = res["first_sample_s"] + res.get("setup_s", 0)
+                    r[s]["cold_bytes"] = du_bytes(cache)
+                    r[s]["store_bytes"] = du_bytes(dirs[s])
+                    shutil.rmtree(cache, ignore_errors=True)
+                    print(f"[{wl}] {s} cold {r[s]['cold_sps']:.0f}/s, {r[s]['cold_bytes'] / 1e6:.0f} MB", flush=True)
+            for s in sides:
+                for key in ("plain_sps", "loader_sps", "first", "rss", "resume"):
+                    r[s][key] = median(r[s].get(f"{key}_all", []))
+            if "floor" in r:
+                r["floor_sps"] = median(r["floor"])
+    finally:
+        if s3 is not None:
+            s3["stop"]()
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(results, indent=1))
+    print(table(results))
+
+
+def du_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file() and ".foundry" not in f.parts)
+
+
+def start_s3(root: Path) -> dict:
+    sys.path.insert(0, str(REPO / "tests"))
+    from support import storage_servers as ss
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    started = ss.start_seaweedfs(root)
+    proc, server = started if isinstance(started, tuple) else (getattr(started, "proc", None), started)
+    bucket = server.create_bucket("bench")
+    env = dict(server.env())
+    env.setdefault("AWS_ENDPOINT_URL", server.endpoint)
+    env.setdefault("S3_ENDPOINT_URL", server.endpoint)
+    env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    env.setdefault("AWS_ALLOW_HTTP", "true")  # litdata's object_store client refuses http:// otherwise
+
+    def stop():
+        if proc is not None:
+            ss._stop(proc)
+        elif hasattr(server, "stop"):
+            server.stop()
+
+    return {"bucket": bucket, "env": env, "server": server, "stop": stop}
+
+
+def upload(s3: dict, folder: Path, prefix: str) -> None:
+    client = s3["server"].client()
+    for f in sorted(Path(folder).rglob("*")):
+        if f.is_file():
+            client.upload_file(str(f), s3["bucket"], f"{prefix}/{f.relative_to(folder).as_posix()}")
+
+
+def table(results: dict) -> str:
+    sides = results["sides"]
+    peers = [s for s in sides if s != "foundry"]
+    rows = [("write samples/s", "write_sps", True), ("epoch from cache, plain, samples/s", "plain_sps", True),
+            ("epoch from cache, DataLoader(2 workers), samples/s", "loader_sps", True),
+            ("cold epoch from SeaweedFS, samples/s", "cold_sps", True),
+            ("time to first sample (local), s", "first", False), ("time to first sample (cold), s", "cold_first_s", False),
+            ("resume at 75% -> first sample, s", "resume", False), ("peak RSS (plain epoch), MB", "rss", False),
+            ("bytes downloaded (cold epoch), MB", "cold_bytes", False)]
+    out = []
+    for wl, r in results["workloads"].items():
+        head = f"| {wl} | " + " | ".join(sides) + " | " + " | ".join(f"foundry/{p}" for p in peers) + " |"
+        out += [head, "|" + "---|" * (1 + len(sides) + len(peers))]
+        for label, key, higher in rows:
+            vals = [r[s].get(key) for s in sides]
+            if all(v is None for v in vals):
+                continue
+            scale = 1e6 if key == "cold_bytes" else 1
+            cells = [("-" if v is None else (f"{v / scale:.3g}" if v < 100 else f"{v / scale:,.0f}")) for v in vals]
+            ratios = []
+            f = r["foundry"].get(key) if "foundry" in r else None
+            for p in peers:
+                v = r[p].get(key)
+                if f is None or v is None or f == 0 or v == 0:
+                    ratios.append("-")
+                else:
+                    ratios.append(f"{(f / v if higher else v / f):.2f}x")
+            out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        if r.get("floor_sps"):
+            out.append(f"| raw floor (slice each sample from mmap'd shards), samples/s | {r['floor_sps']:,.0f} | | | "
+                       f"foundry plain = {r['foundry']['plain_sps'] / r['floor_sps']:.2f} of floor | |")
+        out.append("")
+    out.append("ratios: foundry/peer for throughputs, peer/foundry for times, memory and bytes (>1 = Foundry better)")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
