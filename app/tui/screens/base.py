@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..widgets.tables import FilterBar, LiveTable
 
@@ -48,6 +48,11 @@ class TableScreen(FoundryScreen):
     @property
     def table(self) -> LiveTable:
         return self.query_one(LiveTable)
+
+    def show_rows(self, rows) -> None:
+        """From a refresh worker: put rows in the table unless a newer refresh replaced this one."""
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self.table.set_rows, rows)
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()

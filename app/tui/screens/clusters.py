@@ -53,4 +53,4 @@ class ClustersScreen(TableScreen):
         plane = self.app.plane
         runs = plane.list_runs(reconcile=False)
         rows = [cluster_row(info, runs) for info in plane.list_clusters()]
-        self.app.call_from_thread(self.table.set_rows, rows)
+        self.show_rows(rows)

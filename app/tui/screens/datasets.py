@@ -56,14 +56,14 @@ class DatasetsScreen(TableScreen):
     def refresh_datasets(self) -> None:
         entries = self.registry.list()
         self.entries = {e.name: e for e in entries}
-        self.app.call_from_thread(self.table.set_rows, [dataset_row(e) for e in entries])
+        self.show_rows([dataset_row(e) for e in entries])
         rows = []
         for e in entries:
             try:
                 rows.append(dataset_row(e, inspect_dataset(e.url)))
             except FoundryError as exc:
                 rows.append(dataset_row(e, error="error: " + exc.message))
-        self.app.call_from_thread(self.table.set_rows, rows)
+        self.show_rows(rows)
 
     def selected(self):
         name = self.table.current_key

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
 
 from foundry.app.control import run_views
 
@@ -96,6 +97,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
                 checkpoints = run_views.run_checkpoints(plane, run)
             except Exception as exc:  # the store may be unreachable: say so, keep the rest
                 self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
+        if get_current_worker().is_cancelled:
+            return  # a newer refresh replaced this one
         self.app.call_from_thread(self._show, run, records, progress, spans, checkpoints, config, logs, url)
 
     def _show(self, run, records, progress, spans, checkpoints, config, logs, url) -> None:

@@ -55,7 +55,7 @@ class RunsScreen(RunActions, TableScreen):
         runs = plane.list_runs()
         now = self.app.clock()
         rows = [run_row(run, run_progress(plane, run), now) for run in runs]
-        self.app.call_from_thread(self.table.set_rows, rows)
+        self.show_rows(rows)
 
     def selected_run(self) -> str | None:
         name = self.table.current_key

@@ -46,7 +46,7 @@ class SecretsScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, name="list secrets", group="refresh")
     def refresh_secrets(self) -> None:
         rows = [secret_row(info) for info in self.app.plane.list_secrets()]
-        self.app.call_from_thread(self.table.set_rows, rows)
+        self.show_rows(rows)
 
     def selected(self) -> str | None:
         name = self.table.current_key

@@ -70,7 +70,7 @@ def make_app(plane, **kwargs):
     return FoundryApp(plane, **kwargs)
 
 
-async def until(pilot, predicate, timeout: float = 60.0, what: str = "condition"):
+async def until(pilot, predicate, timeout: float = 120.0, what: str = "condition"):
     """Pause the pilot until predicate() is truthy (a person waiting for the screen to change)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

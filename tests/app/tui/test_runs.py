@@ -62,7 +62,7 @@ async def _lifecycle(plane, run_yaml, tui):
         await until(pilot, lambda: "one node" in str(error.render()), what="placement error")
         app.screen.query_one("#nodes", Input).value = "1"
         await pilot.click("#ok")
-        await until(pilot, lambda: cell(table, "tiny", "resumptions") == "3", timeout=90, what="moved")
+        await until(pilot, lambda: cell(table, "tiny", "resumptions") == "3", what="moved")
         await until(pilot, lambda: cell(table, "tiny", "cluster") == "other", what="on the other cluster")
         run = plane.get_run("tiny")
         assert [r.cluster for r in run.resumptions] == ["local", "local", "other"]

@@ -13,9 +13,18 @@ def _rows(n):
             if table is not None and table.row_count >= n:
                 break
             await pilot.pause(0.05)
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await _idle(pilot)
     return wait
+
+
+async def _idle(pilot):
+    """Until no worker is running twice in a row (a worker may start the next one)."""
+    quiet = 0
+    for _ in range(200):
+        await pilot.pause(0.05)
+        quiet = quiet + 1 if not any(w.is_running for w in pilot.app.workers) else 0
+        if quiet >= 3:
+            return
 
 
 def _settled(*keys):
@@ -23,9 +32,9 @@ def _settled(*keys):
         for key in keys:
             await pilot.press(key)
             await pilot.pause(0.1)
-            await pilot.app.workers.wait_for_complete()
-        await pilot.pause(0.3)
-        await pilot.app.workers.wait_for_complete()
+            await _idle(pilot)
+        await pilot.pause(0.2)
+        await _idle(pilot)
         from textual.widgets import Input
 
         for field in pilot.app.screen.query(Input):  # a blinking cursor is not deterministic

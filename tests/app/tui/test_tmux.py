@@ -21,7 +21,7 @@ def _tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
-def _screen_until(session: str, *texts: str, timeout: float = 60.0) -> str:
+def _screen_until(session: str, *texts: str, timeout: float = 120.0) -> str:
     deadline = time.monotonic() + timeout
     pane = ""
     while time.monotonic() < deadline:
