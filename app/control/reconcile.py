@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("foundry.control")
 
 
+LAUNCH_GRACE_S = 120.0  # a resumption with no job handle after this long was never launched
 RESUMED_RE = re.compile(r"resumed from checkpoint (\S+)")
 
 
@@ -56,7 +57,14 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             continue
         res = run.latest
         handle_data = cp.registry.handle(run.id, res.index)
-        if handle_data is None:  # being launched by another process right now
+        if handle_data is None:  # being launched by another process right now, or that process died
+            if res.state == "pending" and time.time() - (res.started_at or 0) > LAUNCH_GRACE_S:
+                reason = "launch was interrupted (the process launching it exited); resume it"
+                if cp.registry.transition(run.id, res.index, "pending", "failed", "failed",
+                                          {"resumption": res.index, "reason": reason},
+                                          ended_at=time.time(), exit_reason=reason):
+                    cp.emit(run.name, "failed", {"resumption": res.index, "reason": reason})
+                    actions.append(f"{run.name}: resumption {res.index} failed: launch interrupted")
             continue
         try:
             provider = cp.clusters.provider(res.cluster)

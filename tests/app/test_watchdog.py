@@ -67,3 +67,13 @@ def test_watch_once_reports_the_retry(cp, pausable, cli):
     wait_for(lambda: (cp.paths.resumption_dir("watched", 0) / "exit.json").exists())
     code, _, err = cli("watch", "--once")
     assert code == 0 and "watched: resumption 0 lost" in err and "watched: retried as resumption 1" in err
+
+
+def test_interrupted_launch_is_failed_not_stuck(cp):
+    """A CLI killed between recording a resumption and launching it leaves no forever-pending run."""
+    run_id = cp.registry.create_run("half-launched", {"name": "half-launched", "command": "true"}, 0)
+    idx = cp.registry.add_resumption(run_id, cluster="local", provider="local", nodes=1, devices=1, cause="create")
+    assert cp.reconcile() == []  # maybe still launching
+    cp.registry.update_resumption(run_id, idx, started_at=1.0)
+    assert cp.reconcile() == ["half-launched: resumption 0 failed: launch interrupted"]
+    assert cp.get_run("half-launched").status == "failed"
