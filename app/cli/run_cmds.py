@@ -90,7 +90,7 @@ def _follow_and_exit(cp, name: str) -> None:
 def _run_row(run) -> dict:
     return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
             "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
-            "created": _when(run.created_at)}
+            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M")}
 
 
 def get_runs(json_out: bool = json_option()) -> None:
