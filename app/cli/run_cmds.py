@@ -100,8 +100,8 @@ def get_runs(json_out: bool = json_option()) -> None:
     if sink.json_mode:
         sink.emit([r.to_dict() for r in runs])
     else:
-        sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "nodes",
-                                                         "resumptions", "retries", "created"])
+        sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "resumptions",
+                                                         "created"])
 
 
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
