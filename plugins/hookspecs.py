@@ -62,8 +62,8 @@ def on_run_event(run_name: str, event: str, details: dict) -> None:
     """Observe the lifecycle of runs.
 
     Called by the control plane after it records an event for a run: `event` is one of
-    "created", "launched", "running", "stopping", "paused", "completed", "failed", "retried",
-    "resumed", "deleted"; `details` holds the resumption index, cluster and exit reason where
+    "created", "launched", "running", "stopping", "stopped", "paused", "completed", "failed",
+    "lost" (a system failure: the watchdog may retry), "retried", "resumed", "deleted"; `details` holds the resumption index, cluster and exit reason where
     known (never secret values). Exceptions raised by a plugin are logged and ignored. Return
     value is ignored.
     """
