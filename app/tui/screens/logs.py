@@ -30,6 +30,7 @@ class LogsScreen(FoundryScreen):
         self.resumption = LATEST if resumption is None else resumption
         self.rank = ALL if rank is None else rank
         self.follow = True
+        self.generation = 0  # bumped on every restart: a superseded worker's late lines are dropped
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -70,22 +71,29 @@ class LogsScreen(FoundryScreen):
             self.rank = value
         else:
             return
+        self.restart()
+
+    def restart(self) -> None:
+        self.generation += 1
         self.query_one(Log).clear()
         self.tail()
+
+    def _write(self, generation: int, lines: list[str]) -> None:
+        if generation == self.generation:
+            self.query_one(Log).write_lines(lines)
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         self.query_one("#log-state", Label).update("following" if self.follow else "paused")
         if self.follow:
-            self.query_one(Log).clear()
-            self.tail()
+            self.restart()
 
     def action_clear(self) -> None:
         self.query_one(Log).clear()
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="follow logs", group="logs")
     def tail(self) -> None:
-        plane, worker = self.app.plane, get_current_worker()
+        plane, worker, generation = self.app.plane, get_current_worker(), self.generation
         shown, current = 0, None
         rank = None if self.rank == ALL else self.rank
         while not worker.is_cancelled:
@@ -96,13 +104,13 @@ class LogsScreen(FoundryScreen):
                 idx = run.latest.index if self.resumption == LATEST else self.resumption
             if idx != current:
                 if current is not None:
-                    self.app.call_from_thread(self.query_one(Log).write_line,
-                                              f"--- resumption {idx} on {run.resumptions[idx].cluster} ---")
+                    self.app.call_from_thread(self._write, generation,
+                                              [f"--- resumption {idx} on {run.resumptions[idx].cluster} ---"])
                 current, shown = idx, 0
             if idx is not None:
                 lines = list(plane.logs(self.run_name, resumption=idx, rank=rank, follow=False))
                 if len(lines) > shown and not worker.is_cancelled:
-                    self.app.call_from_thread(self.query_one(Log).write_lines, lines[shown:])
+                    self.app.call_from_thread(self._write, generation, lines[shown:])
                     shown = len(lines)
             active = run.status in ACTIVE_STATUSES
             latest = run.latest.index if run.latest else None

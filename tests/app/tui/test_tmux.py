@@ -56,6 +56,9 @@ def test_foundry_tui_in_tmux(plane, run_yaml):
 
         _tmux("send-keys", "-t", session, "1")
         _screen_until(session, "tiny", "running")
+        deadline = time.monotonic() + 120  # the job is stepping (its SIGTERM handler is installed)
+        while not plane.metrics("tiny") and time.monotonic() < deadline:
+            time.sleep(0.2)
         _tmux("send-keys", "-t", session, "p")
         _screen_until(session, "Pause run tiny?")
         _tmux("send-keys", "-t", session, "Enter")
