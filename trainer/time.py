@@ -96,6 +96,11 @@ class Timestamp:
     token_in_epoch: int = 0
     wall_time: float = 0.0  # seconds spent training, summed over resumptions
 
+    def copy(self) -> "Timestamp":
+        new = Timestamp.__new__(Timestamp)
+        new.__dict__.update(self.__dict__)
+        return new
+
     def get(self, unit: TimeUnit) -> int:
         return {TimeUnit.BATCH: self.batch, TimeUnit.EPOCH: self.epoch,
                 TimeUnit.SAMPLE: self.sample, TimeUnit.TOKEN: self.token}[unit]

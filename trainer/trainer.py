@@ -12,7 +12,6 @@ batches `loss_fn(model(batch), batch)`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sys
@@ -178,7 +177,7 @@ class Trainer:
 
     def _train_batch(self, batch: Any) -> None:
         start = time.perf_counter()
-        before = dataclasses.replace(self.timestamp)
+        before = self.timestamp.copy()
         batch = to_device(batch, self.device)
         samples = batch_size(batch) * self.env.world_size
         tokens = self._count_tokens(batch) * self.env.world_size
@@ -214,7 +213,7 @@ class Trainer:
             self.checkpoints.save(self)
 
     def _end_epoch(self) -> None:
-        before = dataclasses.replace(self.timestamp)
+        before = self.timestamp.copy()
         self.timestamp.after_epoch()
         self.callbacks.fire("epoch_end", self)
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp, epoch_ended=True):

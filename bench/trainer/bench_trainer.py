@@ -3,7 +3,8 @@
     .venv/bin/python bench/trainer/bench_trainer.py [--reps 5] [--steps 40] [--s3]
 
 1. step time: the Trainer vs a hand-written PyTorch loop on the same model, data and optimizer
-   (both call loss.item() every step, as any loop that logs does).
+   (both call loss.item() every step, as any loop that logs does); median of per-step times,
+   which resists bursts from other processes on a shared machine.
 2. stall per checkpoint: main-thread time the Trainer spends in a save (copy to host memory)
    vs a blocking torch.save + upload (put_file) of the same state to the same store.
 3. process start -> first resumed step (fresh process, checkpoint downloaded, verified, restored),
@@ -40,32 +41,39 @@ def data(width: int, n: int, batch: int = 64):
     return [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g)) for _ in range(n)]
 
 
-def plain_loop(width, depth, batches, warmup) -> float:
+def plain_loop(width, depth, batches, warmup) -> list[float]:
+    """Per-step wall times of a hand-written loop (after `warmup` steps)."""
     model = mlp(width, depth)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times, last = [], time.perf_counter()
     for i, (x, y) in enumerate(batches):
-        if i == warmup:
-            start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         loss.item()
-    return (time.perf_counter() - start) / (len(batches) - warmup)
+        now = time.perf_counter()
+        if i >= warmup:
+            times.append(now - last)
+        last = now
+    return times
 
 
 class StepClock:
+    """Per-step wall times of the Trainer: from one batch_end to the next (the whole loop)."""
+
     def __init__(self, warmup):
-        self.warmup, self.start, self.end, self.n = warmup, None, None, 0
+        self.warmup, self.last, self.n, self.times = warmup, None, 0, []
 
     def batch_end(self, trainer):
+        now = time.perf_counter()
+        if self.n >= self.warmup:
+            self.times.append(now - self.last)
         self.n += 1
-        if self.n == self.warmup:
-            self.start = time.perf_counter()
-        self.end = time.perf_counter()
+        self.last = now
 
 
-def trainer_loop(width, depth, batches, warmup, tmp: Path) -> float:
+def trainer_loop(width, depth, batches, warmup, tmp: Path) -> list[float]:
     from foundry.trainer import Trainer
 
     model = mlp(width, depth)
@@ -73,7 +81,7 @@ def trainer_loop(width, depth, batches, warmup, tmp: Path) -> float:
     Trainer(run_name="bench", model=model, train_dataloader=batches, max_duration=f"{len(batches)}ba",
             optimizers=torch.optim.AdamW(model.parameters(), lr=1e-3), loss_fn=torch.nn.functional.mse_loss,
             device="cpu", run_dir=str(tmp / "run-step"), progress_bar=False, callbacks=[clock]).fit()
-    return (clock.end - clock.start) / (len(batches) - warmup)
+    return clock.times
 
 
 def stall_trainer(width, depth, tmp: Path, folder: str, saves: int = 3) -> list[float]:
@@ -125,6 +133,7 @@ def main() -> None:
     p.add_argument("--width", type=int, default=512)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--s3", action="store_true", help="also checkpoint to SeaweedFS (S3), started here")
+    p.add_argument("--only-step", action="store_true", help="measure the step time only")
     a = p.parse_args()
     torch.set_num_threads(1)
     tmp = Path(tempfile.mkdtemp(prefix="foundry-bench-"))
@@ -144,8 +153,10 @@ def main() -> None:
     t_stall = {k: [] for k in stores}
     b_stall = {k: [] for k in stores}
     for rep in range(a.reps):  # interleaved
-        plain.append(plain_loop(a.width, a.depth, batches, warm))
-        trainer.append(trainer_loop(a.width, a.depth, batches, warm, tmp))
+        plain += plain_loop(a.width, a.depth, batches, warm)
+        trainer += trainer_loop(a.width, a.depth, batches, warm, tmp)
+        if a.only_step:
+            continue
         for kind, url in stores.items():
             stalls, t = stall_trainer(a.width * 2, a.depth, tmp, f"{url}/stall/r{rep}")
             t_stall[kind] += stalls
@@ -155,6 +166,10 @@ def main() -> None:
         assert resumed["resumed_from"], resumed
         probes.append((fresh, resumed))
     med = statistics.median
+    if a.only_step:
+        print(f"step time over {len(plain)} steps each: plain {med(plain) * 1e3:.2f} ms, "
+              f"Trainer {med(trainer) * 1e3:.2f} ms, ratio {med(trainer) / med(plain):.3f}")
+        return
     params_step = sum(p.numel() for p in mlp(a.width, a.depth).parameters())
     params_ckpt = sum(p.numel() for p in mlp(a.width * 2, a.depth).parameters())
     rows = [
@@ -173,7 +188,8 @@ def main() -> None:
          f"imports {med(r['imports'] for _, r in probes):.2f} s, trainer ready (ckpt loaded) "
          f"{med(r['trainer_ready'] for _, r in probes):.2f} s"),
     ]
-    print(f"\nCPU, torch threads=1, {a.reps} interleaved reps, medians; step model {params_step / 1e6:.2f}M params "
+    print(f"\nCPU, torch threads=1, {a.reps} interleaved reps, medians (step time: over all "
+          f"{len(plain)} steps of each side); step model {params_step / 1e6:.2f}M params "
           f"(batch 64), checkpoint model {params_ckpt / 1e6:.2f}M params + AdamW state")
     print("| measure | median | ratio |\n|---|---|---|")
     for row in rows:

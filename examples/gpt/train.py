@@ -16,10 +16,11 @@ from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as a script: make `examples.gpt` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from examples.gpt.model import GPT, GPTConfig  # noqa: E402
+if __package__:  # python -m foundry.examples.gpt.train, or imported as examples.gpt.train
+    from .model import GPT, GPTConfig
+else:  # python examples/gpt/train.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from model import GPT, GPTConfig  # type: ignore[no-redef]
 from foundry.streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
 from foundry.trainer import Trainer, WarmupCosine  # noqa: E402
 from foundry.trainer.dist import DistEnv  # noqa: E402
