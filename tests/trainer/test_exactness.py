@@ -167,10 +167,10 @@ def _kill_during_uploads(save_folder: str, tmp: Path, rounds: int, seed: int) ->
 
 @pytest.mark.slow
 def test_kill9_during_uploads_local_folder(tmp_path):
-    _kill_during_uploads(str(tmp_path / "ckpt"), tmp_path, rounds=3, seed=1)
+    _kill_during_uploads(str(tmp_path / "ckpt"), tmp_path, rounds=4, seed=1)
 
 
 @pytest.mark.slow
 @pytest.mark.integration
 def test_kill9_during_uploads_s3(tmp_path, s3_bucket):
-    _kill_during_uploads(f"{s3_bucket.url}/kill/checkpoints", tmp_path, rounds=2, seed=2)
+    _kill_during_uploads(f"{s3_bucket.url}/kill/checkpoints", tmp_path, rounds=3, seed=2)
