@@ -141,3 +141,12 @@ def test_stop_ends_training_with_a_final_checkpoint(tmp_path):
     t = make(tmp_path, tmp_path / "ck", steps=10, save_interval="100ba", callbacks=[StopAt3()]).fit()
     assert t.timestamp.batch == 3 and not t.paused
     assert store_ops.read_latest(open_store(str(tmp_path / "ck")))["checkpoint"] == "ep0-ba3"
+
+
+def test_full_layout_rank_above_zero_stages_nothing_and_does_not_fail(tmp_path):
+    saver = CheckpointSaver(open_store(str(tmp_path / "ck")), "r", "full", rank=1, world_size=2, keep=2,
+                            staging_root=tmp_path / "never-created", keep_staging=True)
+    saver.save({"epoch": 0, "batch": 1}, lambda: ({}, {"x": 1}),
+               {"timestamp": {}, "resumption_index": 0, "config": {}})
+    assert saver.wait() == []  # rank 1 publishes nothing, and raises nothing
+    assert not (tmp_path / "never-created").exists()
