@@ -78,9 +78,6 @@ def main() -> None:
     timeline = {"process_start": T0, "imports_done": time.time(), "world_size": world}
     timeline_path = run_dir / f"timeline-r{resumption}-rank{rank}.json"
 
-    # Workaround (trainer 6f37e49): with the full layout, ranks > 0 prune a staging folder they never
-    # created; make sure it exists.
-    (run_dir / "checkpoints" / f"rank{rank}").mkdir(parents=True, exist_ok=True)
     restore = CheckpointSession.resume
 
     def timed_resume(self, trainer):  # checkpoint download + restore, timed
