@@ -16,10 +16,16 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from foundry.plugins.errors import ConfigError, FoundryError
 from foundry.plugins.retry import call_with_retries
-from foundry.plugins.storage import BaseObjectStore, ObjectInfo, ProgressCallback, StorageURL, join_key
+from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, join_key
 
 from . import gcs_errors
-from .transfer import TransferConfig, parallel_download, parallel_upload_parts, retry_policy_from, run_parallel
+from .remote import RemoteStore
+from .transfer import (
+    TransferConfig,
+    parallel_upload_parts,
+    retry_policy_from,
+    run_parallel,
+)
 
 T = TypeVar("T")
 _clients: dict[tuple, Any] = {}
@@ -49,7 +55,7 @@ def _client(endpoint: str | None, project: str | None, credentials_file: str | N
         return _clients[key]
 
 
-class GCSStore(BaseObjectStore):
+class GCSStore(RemoteStore):
     scheme = "gs"
 
     def __init__(self, bucket: str, prefix: str, options: dict[str, Any] | None = None,
@@ -146,15 +152,8 @@ class GCSStore(BaseObjectStore):
         return ObjectInfo(key.lstrip("/"), int(blob.size or 0), blob.etag,
                           blob.updated.timestamp() if blob.updated else None)
 
-    def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
-        info = self.head(key)
-        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e), self.transfer, progress)
-
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        full_prefix = join_key(self.prefix, prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        if prefix.endswith("/") and not full_prefix.endswith("/"):
-            full_prefix += "/"
-        strip = len(self.prefix) + 1 if self.prefix else 0
+        full_prefix, strip = self._list_prefix(prefix)
 
         def fetch_all() -> list:
             blobs = self.bucket.client.list_blobs(self.bucket_name, prefix=full_prefix or None,
@@ -171,11 +170,7 @@ class GCSStore(BaseObjectStore):
 
     def put_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
         size = Path(path).stat().st_size
-        if size <= self.transfer.threshold:
-            data = Path(path).read_bytes()
-            self.put(key, data)
-            if progress:
-                progress(len(data))
+        if self._put_small_file(key, path, size, progress):
             return
         staging = f"{key}.foundry-parts-{uuid.uuid4().hex[:12]}"
         written: list[str] = []

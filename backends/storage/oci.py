@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from foundry.plugins.errors import ConfigError, CredentialsError, FoundryError
 from foundry.plugins.retry import call_with_retries
-from foundry.plugins.storage import BaseObjectStore, ObjectInfo, ProgressCallback, StorageURL, join_key
+from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, join_key
 
 from . import oci_errors
-from .transfer import TransferConfig, parallel_download, parallel_upload_parts, retry_policy_from
+from .remote import RemoteStore
+from .transfer import TransferConfig, parallel_upload_parts, retry_policy_from
 
 T = TypeVar("T")
 _clients: dict[tuple, Any] = {}
@@ -40,7 +41,7 @@ def _client(config_items: tuple, endpoint: str | None, timeout: tuple[float, flo
         return _clients[key]
 
 
-class OCIStore(BaseObjectStore):
+class OCIStore(RemoteStore):
     scheme = "oci"
 
     def __init__(self, bucket: str, namespace: str, prefix: str, options: dict[str, Any] | None = None):
@@ -146,15 +147,8 @@ class OCIStore(BaseObjectStore):
         headers = response.headers
         return ObjectInfo(key.lstrip("/"), int(headers.get("content-length", 0)), headers.get("etag"), None)
 
-    def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
-        info = self.head(key)
-        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e), self.transfer, progress)
-
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        full_prefix = join_key(self.prefix, prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        if prefix.endswith("/") and not full_prefix.endswith("/"):
-            full_prefix += "/"
-        strip = len(self.prefix) + 1 if self.prefix else 0
+        full_prefix, strip = self._list_prefix(prefix)
         start: str | None = None
         while True:
             kwargs: dict[str, Any] = {"prefix": full_prefix or None, "fields": "name,size,etag,timeModified"}
@@ -176,11 +170,7 @@ class OCIStore(BaseObjectStore):
 
     def put_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
         size = Path(path).stat().st_size
-        if size <= self.transfer.threshold:
-            data = Path(path).read_bytes()
-            self.put(key, data)
-            if progress:
-                progress(len(data))
+        if self._put_small_file(key, path, size, progress):
             return
         from oci.object_storage import models
 

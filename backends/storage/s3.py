@@ -15,7 +15,6 @@ from typing import Any, Callable, Iterator, TypeVar
 from foundry.plugins.errors import ConfigError, FoundryError
 from foundry.plugins.retry import call_with_retries
 from foundry.plugins.storage import (
-    BaseObjectStore,
     ObjectInfo,
     ProgressCallback,
     StorageURL,
@@ -24,14 +23,20 @@ from foundry.plugins.storage import (
 )
 
 from . import s3_errors
+from .remote import RemoteStore
 from .s3_client import S3Settings, get_client
-from .transfer import TransferConfig, parallel_download, parallel_upload_parts, retry_policy_from
+from .transfer import (
+    TransferConfig,
+    parallel_download,
+    parallel_upload_parts,
+    retry_policy_from,
+)
 
 T = TypeVar("T")
 _STREAM_CHUNK = 1 << 20
 
 
-class S3Store(BaseObjectStore):
+class S3Store(RemoteStore):
     scheme = "s3"
 
     def __init__(self, bucket: str, prefix: str, settings: S3Settings, options: dict[str, Any] | None = None):
@@ -156,10 +161,7 @@ class S3Store(BaseObjectStore):
         return self._call(key, fetch)
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        full_prefix = join_key(self.prefix, prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        if prefix.endswith("/") and not full_prefix.endswith("/"):
-            full_prefix += "/"
-        strip = len(self.prefix) + 1 if self.prefix else 0
+        full_prefix, strip = self._list_prefix(prefix)
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
@@ -182,11 +184,7 @@ class S3Store(BaseObjectStore):
 
     def put_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
         size = Path(path).stat().st_size
-        if size <= self.transfer.threshold:
-            data = Path(path).read_bytes()
-            self.put(key, data)
-            if progress:
-                progress(len(data))
+        if self._put_small_file(key, path, size, progress):
             return
         full = self._key(key)
         created = self._call(key, lambda: self.client.create_multipart_upload(Bucket=self.bucket, Key=full))

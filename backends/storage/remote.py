@@ -1,0 +1,43 @@
+"""What the bucket stores (s3, gs, oci) share: prefix-relative list keys, small-file puts, and
+parallel ranged downloads into an atomic temporary file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from foundry.plugins.storage import BaseObjectStore, ProgressCallback, join_key
+
+from .transfer import TransferConfig, parallel_download
+
+
+class RemoteStore(BaseObjectStore):
+    prefix: str
+    transfer: TransferConfig
+
+    def _list_prefix(self, prefix: str) -> tuple[str, int]:
+        """The bucket-level prefix to list for `prefix`, and how many leading characters of each
+        returned name to strip to get a store-relative key."""
+        full = join_key(self.prefix, prefix) if prefix else (self.prefix + "/" if self.prefix else "")
+        if prefix.endswith("/") and not full.endswith("/"):
+            full += "/"
+        return full, len(self.prefix) + 1 if self.prefix else 0
+
+    def _put_small_file(self, key: str, path: str | os.PathLike, size: int,
+                        progress: ProgressCallback | None) -> bool:
+        """Upload a file at or under the multipart threshold in one request; False if it is larger."""
+        if size > self.transfer.threshold:
+            return False
+        data = Path(path).read_bytes()
+        self.put(key, data)
+        if progress:
+            progress(len(data))
+        return True
+
+    def _range_exact(self, key: str, start: int, end: int) -> bytes:
+        """Exactly bytes [start, end) of the object, retried; a short read is a transient error."""
+        raise NotImplementedError
+
+    def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
+        info = self.head(key)
+        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e), self.transfer, progress)
