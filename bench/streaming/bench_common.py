@@ -43,6 +43,36 @@ def jpeg_pool(n: int = 256) -> list[bytes]:
     return pool
 
 
+class _AnonPeak:
+    """Peak anonymous memory (RssAnon: heap, arrays; not file pages mapped from the page cache),
+    sampled every 20 ms in a daemon thread, because mmap'd shard pages inflate plain max RSS."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0.0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    @staticmethod
+    def now() -> float:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        return int(line.split()[1]) / 1024.0
+        except OSError:
+            pass
+        return 0.0
+
+    def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.02)
+
+
+ANON = _AnonPeak()
+
+
 def maxrss_mb(children: bool = False) -> float:
     who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
     return resource.getrusage(who).ru_maxrss / 1024.0
@@ -88,6 +118,7 @@ def timed_epoch(iterable, batched: bool) -> dict:
 
 def emit(result: dict) -> None:
     result["maxrss_mb"] = maxrss_mb()
+    result["peak_anon_mb"] = max(ANON.peak, ANON.now())
     result["maxrss_children_mb"] = maxrss_mb(children=True)
     sys.stdout.write("RESULT " + json.dumps(result) + "\n")
     sys.stdout.flush()
@@ -100,5 +131,8 @@ def collate(batch):
     out = {}
     for key in batch[0]:
         values = [s[key] for s in batch]
-        out[key] = values if isinstance(values[0], (bytes, bytearray, memoryview)) else default_collate(values)
+        if isinstance(values[0], (bytes, bytearray, memoryview)):
+            out[key] = [bytes(v) for v in values]  # litdata yields memoryviews, which cannot cross processes
+        else:
+            out[key] = default_collate(values)
     return out

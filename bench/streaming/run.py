@@ -42,7 +42,16 @@ def side_cmd(side: str) -> list[str]:
     return [str(PEERS / "litdata" / "bin" / "python"), "-I", str(HERE / "side_litdata.py"), str(HERE)]
 
 
-def run(side: str, *args: str, env: dict | None = None, timeout: int = 1800) -> dict:
+def run(side: str, *args: str, env: dict | None = None, timeout: int = 600) -> dict:
+    """One measurement in a fresh subprocess; a failure or timeout is reported and gives {}."""
+    try:
+        return _run(side, *args, env=env, timeout=timeout)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"!! {side} {' '.join(args)}: {str(exc)[-1500:]}", flush=True)
+        return {}
+
+
+def _run(side: str, *args: str, env: dict | None = None, timeout: int = 600) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-") as cwd:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         full_env.update(env or {})
@@ -94,29 +103,35 @@ def main() -> None:
                 shutil.rmtree(dirs[s], ignore_errors=True)
                 dirs[s].parent.mkdir(parents=True, exist_ok=True)
                 res = run(s, "write", wl, str(dirs[s]), str(a.samples))
-                r[s]["write_sps"] = a.samples / res["seconds"]
-                print(f"[{wl}] {s} write {r[s]['write_sps']:.0f}/s", flush=True)
+                if res:
+                    r[s]["write_sps"] = a.samples / res["seconds"]
+                    print(f"[{wl}] {s} write {r[s]['write_sps']:.0f}/s", flush=True)
             if "foundry" in sides:
                 for _ in range(a.reps):
                     warm(dirs["foundry"])
                     res = run("foundry", "floor", str(dirs["foundry"]))
-                    r.setdefault("floor", []).append(res["samples"] / res["seconds"])
+                    if res:
+                        r.setdefault("floor", []).append(res["samples"] / res["seconds"])
             for mode in ("plain", "loader"):
                 for rep in range(a.reps):
                     for s in sides:
                         warm(dirs[s])
                         res = run(s, "epoch", str(dirs[s]), mode)
+                        if not res:
+                            continue
                         r[s].setdefault(f"{mode}_sps_all", []).append(res["samples"] / res["seconds"])
                         r[s].setdefault("first_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
                         if mode == "plain":
                             r[s].setdefault("rss_all", []).append(res["maxrss_mb"])
+                            r[s].setdefault("anon_all", []).append(res.get("peak_anon_mb"))
                         print(f"[{wl}] {s} {mode} rep{rep} {res['samples'] / res['seconds']:.0f}/s "
                               f"rss {res['maxrss_mb']:.0f}MB", flush=True)
             for rep in range(a.reps):
                 for s in sides:
                     warm(dirs[s])
                     res = run(s, "resume", str(dirs[s]))
-                    r[s].setdefault("resume_all", []).append(res["seconds"])
+                    if res:
+                        r[s].setdefault("resume_all", []).append(res["seconds"])
             if s3 is not None:
                 for s in sides:
                     prefix = f"{wl}-{a.samples}/{s}"
@@ -125,6 +140,8 @@ def main() -> None:
                     shutil.rmtree(cache, ignore_errors=True)
                     url = f"s3://{s3['bucket']}/{prefix}"
                     res = run(s, "epoch", url, "plain", str(cache), env=s3["env"])
+                    if not res:
+                        continue
                     r[s]["cold_sps"] = res["samples"] / res["seconds"]
                     r[s]["cold_first_s"] = res["first_sample_s"] + res.get("setup_s", 0)
                     r[s]["cold_bytes"] = du_bytes(cache)
@@ -132,7 +149,7 @@ def main() -> None:
                     shutil.rmtree(cache, ignore_errors=True)
                     print(f"[{wl}] {s} cold {r[s]['cold_sps']:.0f}/s, {r[s]['cold_bytes'] / 1e6:.0f} MB", flush=True)
             for s in sides:
-                for key in ("plain_sps", "loader_sps", "first", "rss", "resume"):
+                for key in ("plain_sps", "loader_sps", "first", "rss", "anon", "resume"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             if "floor" in r:
                 r["floor_sps"] = median(r["floor"])
@@ -186,7 +203,8 @@ def table(results: dict) -> str:
             ("epoch from cache, DataLoader(2 workers), samples/s", "loader_sps", True),
             ("cold epoch from SeaweedFS, samples/s", "cold_sps", True),
             ("time to first sample (local), s", "first", False), ("time to first sample (cold), s", "cold_first_s", False),
-            ("resume at 75% -> first sample, s", "resume", False), ("peak RSS (plain epoch), MB", "rss", False),
+            ("resume at 75% -> first sample, s", "resume", False), ("peak RSS incl. mapped shard pages (plain epoch), MB", "rss", False),
+            ("peak anonymous memory (plain epoch), MB", "anon", False),
             ("bytes downloaded (cold epoch), MB", "cold_bytes", False)]
     out = []
     for wl, r in results["workloads"].items():
