@@ -118,3 +118,16 @@ def test_resume_is_fast_and_downloads_nothing_consumed(make_dataset, tmp_path):
     ids = [s["id"] for s in ds]
     assert ids == list(range(300, 400))
     assert sorted(p.name for p in (tmp_path / "c").glob("shard.*")) == [f"shard.{k:05d}.mds" for k in range(15, 20)]
+
+
+def test_loader_state_after_a_full_epoch_points_at_the_next(make_dataset):
+    data = make_dataset(48, 8)
+    loader = StreamingDataLoader(_ds(data, 4), batch_size=4, num_workers=2, persistent_workers=True)
+    first = _ids(loader)
+    state = loader.state_dict()
+    assert (state["epoch"], state["sample_in_epoch"]) == (1, 0)
+    second = _ids(loader)  # the persistent workers continue with epoch 1
+    fresh = StreamingDataLoader(_ds(data, 4), batch_size=4)
+    fresh.load_state_dict(state)
+    assert np.array_equal(np.concatenate(_ids(fresh)), np.concatenate(second))
+    assert not np.array_equal(np.concatenate(first), np.concatenate(second))
