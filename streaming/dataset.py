@@ -53,6 +53,11 @@ class StreamingDataset(IterableDataset):
         download_threads: int = 4,
         **unused: Any,
     ):
+        if unused:
+            import warnings
+
+            warnings.warn(f"StreamingDataset ignores {', '.join(sorted(unused))} (mosaicml-streaming options "
+                          "Foundry does not need)", stacklevel=2)
         if shuffle_algo not in SHUFFLE_ALGOS:
             raise ConfigError(f"unknown shuffle_algo {shuffle_algo!r}", hint=f"use one of {', '.join(SHUFFLE_ALGOS)}")
         if batch_size is not None and int(batch_size) <= 0:
