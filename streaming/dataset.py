@@ -27,7 +27,23 @@ from .topology import Topology
 
 class StreamingDataset(IterableDataset):
     """Samples of one or more MDS datasets, in an order fixed by (seed, epoch, canonical nodes,
-    global batch), downloaded once per node into a local cache. See docs in the package."""
+    global batch), downloaded once per node into a local cache.
+
+    - remote/local/split: the dataset (any registered URL scheme) and its cache folder (default: a
+      per-remote folder under the temp dir); or `streams=[Stream(...), ...]` to mix several.
+    - batch_size: the per-device batch; pass the DataLoader's. The global batch (batch_size x world
+      size) is part of the order, so the same global batches come out for any ranks/workers.
+    - shuffle, shuffle_seed, shuffle_algo ("py1e" default, "py1b", "py1s", "naive"),
+      shuffle_block_size: see `plan/shuffle.py`. num_canonical_nodes defaults to the number of
+      physical nodes of the first run (saved in the state, reused on resume).
+    - predownload: samples to fetch ahead (default max(8 x batch, two shards)); cache_limit: bytes
+      or "10gb", least recently used re-downloadable shards are evicted; validate_hash: an
+      algorithm name, False for none, None for the fastest xxhash the index carries (sizes are
+      always checked). download_retry, download_timeout: per shard.
+    - epoch_size, sampling_method ("balanced" redraws partial streams every epoch, "fixed" keeps the
+      draw): see `plan/sampling.py`. allow_unsafe_types: permit pickle columns.
+    - An epoch is padded to a multiple of the global batch by repeating its last samples.
+    """
 
     def __init__(
         self,

@@ -105,3 +105,26 @@ def test_two_real_ranks_with_two_workers_each(make_dataset, tmp_path):
     ref = StreamingDataset(remote=str(remote), local=str(cache), shuffle=True, batch_size=8, shuffle_block_size=30)
     assert np.array_equal(got, np.array([s["id"] for s in ref]))
     assert sorted(got.tolist()) == list(range(120))
+
+
+def test_two_nodes_default_canonical_nodes_and_node_local_shards(make_dataset, tmp_path, monkeypatch):
+    """WORLD_SIZE=4 with LOCAL_WORLD_SIZE=2 is two nodes: two canonical nodes by default, and the
+    order equals a one-rank run told num_canonical_nodes=2; each node reads half of the shards."""
+    remote = make_dataset(160, 10)
+    per_rank, node_shards = [], [set(), set()]
+    for rank in range(4):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        ds = StreamingDataset(remote=str(remote), local=str(tmp_path / f"node{rank // 2}"), shuffle=True, batch_size=2)
+        per_rank.append(np.stack([b["id"].numpy() for b in DataLoader(ds, batch_size=2)]))
+        node_shards[rank // 2] |= {i // 10 for i in per_rank[-1].ravel().tolist()}
+        assert ds.state_dict()["num_canonical_nodes"] == 2
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(var)
+    got = np.concatenate(per_rank, axis=1).reshape(-1)
+    ref = StreamingDataset(remote=str(remote), local=str(tmp_path / "one"), shuffle=True, batch_size=8,
+                           num_canonical_nodes=2)
+    assert np.array_equal(got, [s["id"] for s in ref])
+    assert not node_shards[0] & node_shards[1] and len(node_shards[0] | node_shards[1]) == 16
+    assert len(list((tmp_path / "node0").glob("shard.*"))) == 8
