@@ -1,15 +1,16 @@
 """Where this process sits: rank, world size, node, DataLoader worker. Detected, never imported.
 
-`Topology.detect()` reads torch.distributed when it is initialized, else the torchrun environment
-variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and `torch.utils.data.get_worker_info()`
+`Topology.detect()` reads torch.distributed when it is initialized, else the launch environment
+(foundry.plugins.launch_env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and `torch.utils.data.get_worker_info()`
 for the DataLoader worker. It is called when iteration starts, so a dataset built before
 `init_process_group` still sees the right topology.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from foundry.plugins.launch_env import LaunchEnv
 
 
 @dataclass(frozen=True)
@@ -31,22 +32,15 @@ class Topology:
 
     @classmethod
     def detect(cls) -> "Topology":
-        rank, world = 0, 1
-        try:
-            import torch.distributed as dist
+        launch = LaunchEnv.detect()
+        rank, world = launch.rank, launch.world_size
+        local_rank, local_world = launch.local_rank, launch.local_world_size
+        import torch.distributed as dist
 
-            if dist.is_available() and dist.is_initialized():
-                rank, world = dist.get_rank(), dist.get_world_size()
-            else:
-                rank = int(os.environ.get("RANK", 0))
-                world = int(os.environ.get("WORLD_SIZE", 1))
-        except ImportError:  # pragma: no cover - torch is a dependency
-            rank = int(os.environ.get("RANK", 0))
-            world = int(os.environ.get("WORLD_SIZE", 1))
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-        local_rank = int(os.environ.get("LOCAL_RANK", rank % max(1, local_world)))
-        if local_world <= 0 or world % local_world:
-            local_world, local_rank = world, rank
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+            if world % local_world:  # a process group that does not match the launcher's layout
+                local_world, local_rank = world, rank
         worker_id, num_workers = 0, 1
         try:
             from torch.utils.data import get_worker_info

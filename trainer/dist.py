@@ -1,17 +1,17 @@
 """Topology in one object: what torchrun (or a provider) put in the environment, read once.
 
-`DistEnv.detect()` is the only place the trainer reads RANK/WORLD_SIZE/...; `init()` starts the
+`DistEnv.detect()` is where the trainer learns RANK/WORLD_SIZE/... (through plugins.launch_env); `init()` starts the
 process group (gloo on CPU, nccl on GPU). `choose_parallelism` is the pure rule for DDP vs FSDP.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
 from foundry.plugins.errors import ConfigError
+from foundry.plugins.launch_env import LaunchEnv
 
 
 @dataclass(frozen=True)
@@ -24,21 +24,9 @@ class DistEnv:
 
     @classmethod
     def detect(cls, environ: Mapping[str, str] | None = None) -> "DistEnv":
-        env = os.environ if environ is None else environ
-
-        def num(name: str, default: int) -> int:
-            value = env.get(name, "")
-            try:
-                return int(value) if value != "" else default
-            except ValueError:
-                raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
-
-        world = num("WORLD_SIZE", 1)
-        rank = num("RANK", 0)
-        if not 0 <= rank < world:
-            raise ConfigError(f"RANK={rank} is outside WORLD_SIZE={world}")
-        return cls(rank=rank, world_size=world, local_rank=num("LOCAL_RANK", 0),
-                   local_world_size=num("LOCAL_WORLD_SIZE", 1), resumption_index=num("RESUMPTION_INDEX", 0))
+        launch = LaunchEnv.detect(environ)
+        return cls(rank=launch.rank, world_size=launch.world_size, local_rank=launch.local_rank,
+                   local_world_size=launch.local_world_size, resumption_index=launch.resumption_index)
 
     @property
     def distributed(self) -> bool:

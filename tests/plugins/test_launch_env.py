@@ -1,0 +1,28 @@
+import pytest
+
+from foundry.plugins.errors import ConfigError
+from foundry.plugins.launch_env import LaunchEnv
+
+
+def test_alone_by_default():
+    assert LaunchEnv.detect({}) == LaunchEnv()
+
+
+def test_torchrun_and_control_plane_variables():
+    env = LaunchEnv.detect({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                            "RESUMPTION_INDEX": "2", "RUN_NAME": "gpt"})
+    assert env == LaunchEnv(rank=3, world_size=4, local_rank=1, local_world_size=2, resumption_index=2, run_name="gpt")
+
+
+def test_without_local_sizes_every_rank_is_on_this_node():
+    env = LaunchEnv.detect({"RANK": "1", "WORLD_SIZE": "2"})
+    assert (env.local_rank, env.local_world_size) == (1, 2)
+
+
+@pytest.mark.parametrize("environ", [
+    {"RANK": "x"}, {"RANK": "2", "WORLD_SIZE": "2"}, {"WORLD_SIZE": "0"},
+    {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "3"},
+])
+def test_inconsistent_values_are_config_errors(environ):
+    with pytest.raises(ConfigError):
+        LaunchEnv.detect(environ)
