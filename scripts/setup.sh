@@ -31,7 +31,7 @@ fi
 spec="."
 [[ -n "$EXTRAS" ]] && spec=".[${EXTRAS}]"
 # The constraint keeps any dependency from swapping the installed torch for a CUDA build.
-TORCH_VERSION=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
+TORCH_VERSION=$("$VENV/bin/python" -c "import torch; print(torch.__version__)" 2>/dev/null)
 echo "torch==${TORCH_VERSION}" > "$VENV/torch-constraint.txt"
 echo "installing foundry${EXTRAS:+[$EXTRAS]}" >&2
 pip_quiet install -q -c "$VENV/torch-constraint.txt" -e "$spec"
