@@ -14,4 +14,4 @@ fi
 .venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); from support.peers import mosaic_python; mosaic_python()"
 
 export FOUNDRY_DISABLE_PLUGIN_AUTOLOAD=1
-exec .venv/bin/python -m pytest -q -rfE "$@"
+exec .venv/bin/python -m pytest -q -rfE --durations=20 "$@"
