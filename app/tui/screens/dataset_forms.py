@@ -15,6 +15,20 @@ from foundry.plugins.errors import FoundryError
 from ..errors import one_line
 from .base import FoundryModal
 
+def start_resource_tracker() -> None:
+    """foundry.streaming's converter shares a multiprocessing (spawn) counter; the resource tracker
+    it needs must start with the process's real stderr, not Textual's capture (fd -1 is refused)."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    sys.stderr = sys.__stderr__ or saved
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = saved
+
+
 COMPRESSIONS = [("none", ""), ("zstd", "zstd"), ("gzip", "gz"), ("bz2", "bz2")]
 
 
@@ -68,9 +82,21 @@ class ConvertForm(FoundryModal[bool]):
                 yield Button("Close", id="cancel")
                 yield Button("Convert", id="convert", variant="primary")
 
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the source goes to the destination; Enter in the destination converts."""
+        if event.input.id == "convert-src":
+            self.query_one("#convert-dst", Input).focus()
+        else:
+            self.start(self.query_one("#convert", Button))
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":
             self.dismiss(False)
+        else:
+            self.start(event.button)
+
+    def start(self, button: Button) -> None:
+        if button.disabled:
             return
         src = self.query_one("#convert-src", Input).value.strip()
         dst = self.query_one("#convert-dst", Input).value.strip()
@@ -78,7 +104,7 @@ class ConvertForm(FoundryModal[bool]):
             self.query_one("#form-error", Label).update("give a source and a destination")
             return
         self.query_one("#form-error", Label).update("converting…")
-        event.button.disabled = True
+        button.disabled = True
         self.convert(src, dst, str(self.query_one("#convert-compression", Select).value) or None)
 
     def _progress(self, done: int, total: int) -> None:
@@ -87,6 +113,7 @@ class ConvertForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="convert dataset")
     def convert(self, src: str, dst: str, compression: str | None) -> None:
         try:
+            start_resource_tracker()
             summary = convert_to_mds(src, dst, compression=compression, progress=self._progress)
             DatasetRegistry(self.app.plane.paths.home).add(summary.url)
         except FoundryError as exc:

@@ -82,7 +82,17 @@ async def until(pilot, predicate, timeout: float = 120.0, what: str = "condition
         if value:
             return value
         await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    notes = [n.message for n in pilot.app._notifications]
+    workers = [(w.name, w.state.name, str(w.error)[:200] if w.error else None) for w in pilot.app.workers]
+    raise AssertionError(f"timed out waiting for {what}; notifications: {notes}; workers: {workers}")
+
+
+async def press(pilot, button_id: str) -> None:
+    """Press a dialog's button (as a click would, but a notification toast over it cannot eat it)."""
+    from textual.widgets import Button
+
+    pilot.app.screen.query_one(f"#{button_id}", Button).press()
+    await pilot.pause()
 
 
 def cell(table, key: str, column: str) -> str:
@@ -99,8 +109,9 @@ def screen_text(app) -> str:
 
 @pytest.fixture
 def tui():
-    """Helpers for Pilot tests: make_app, until, cell, text, run (a coroutine, as the test body)."""
-    return SimpleNamespace(make_app=make_app, until=until, cell=cell, text=screen_text, run=asyncio.run)
+    """Helpers for Pilot tests: make_app, until, cell, text, press (a button), run (a coroutine, as the test body)."""
+    return SimpleNamespace(make_app=make_app, until=until, cell=cell, text=screen_text, run=asyncio.run,
+                           press=press)
 
 
 # --- deterministic data for snapshots -------------------------------------------------------------

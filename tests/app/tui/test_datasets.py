@@ -29,15 +29,16 @@ def _images(root):
 
 async def _convert(app, pilot, tui, src, dst):
     await pilot.press("c")
-    await tui.until(pilot, lambda: app.screen.query_one("#convert-src", Input), what="convert form")
+    await tui.until(pilot, lambda: type(app.screen).__name__ == "ConvertForm", what="convert form")
     app.screen.query_one("#convert-src", Input).value = str(src)
     app.screen.query_one("#convert-dst", Input).value = str(dst)
-    await pilot.click("#convert")
+    await tui.press(pilot, "convert")
     error = app.screen.query_one("#form-error")
     await tui.until(pilot, lambda: str(error.render()).startswith("done"), what="converted")
     bar = app.screen.query_one(ProgressBar)
     assert bar.total and bar.progress == bar.total
     await pilot.press("escape")
+    await tui.until(pilot, lambda: type(app.screen).__name__ == "DatasetsScreen", what="back to datasets")
 
 
 def test_convert_inspect_verify(plane, tui, tmp_path):
@@ -71,8 +72,10 @@ def test_convert_inspect_verify(plane, tui, tmp_path):
             await pilot.press("v")
             result = await tui.until(pilot, lambda: app.screen.query_one("#verify-result"), what="verify dialog")
             await tui.until(pilot, lambda: str(result.render()).startswith("ok"), what="verified")
-            await pilot.click("#close")
+            await tui.press(pilot, "close")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "DatasetScreen", what="closed")
             await pilot.press("escape")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "DatasetsScreen", what="back")
 
             # the image dataset: its samples render as a half-block preview
             table.move_cursor(row=1)
@@ -82,19 +85,20 @@ def test_convert_inspect_verify(plane, tui, tmp_path):
             assert "▀" in tui.text(app)
             assert view is not None
             await pilot.press("escape")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "DatasetsScreen", what="back")
 
             # a: register a URL; ctrl+d: remove (Cancel default)
             await pilot.press("a")
             url = await tui.until(pilot, lambda: app.screen.query_one("#dataset-url", Input), what="add form")
             url.value = str(tmp_path / "missing")
             app.screen.query_one("#dataset-name", Input).value = "missing"
-            await pilot.click("#add")
+            await tui.press(pilot, "add")
             await tui.until(pilot, lambda: "missing" in table.rows and
                             tui.cell(table, "missing", "compression").startswith("error"), what="broken one shown")
             table.move_cursor(row=table.get_row_index("missing"))
             await pilot.press("ctrl+d")
             await tui.until(pilot, lambda: app.screen.query_one("#cancel", Button).has_focus, what="dialog")
-            await pilot.click("#confirm")
+            await tui.press(pilot, "confirm")
             await tui.until(pilot, lambda: "missing" not in table.rows, what="removed")
         assert [e.name for e in DatasetRegistry(plane.paths.home).list()] == ["mds-train", "mds-pets"]
 

@@ -22,11 +22,11 @@ async def _lifecycle(plane, run_yaml, tui):
         await pilot.press("n")
         await until(pilot, lambda: app.screen.query_one("#spec-path", Input), what="new-run form")
         app.screen.query_one("#spec-path", Input).value = str(run_yaml)
-        await pilot.click("#preview-button")
+        await tui.press(pilot, "preview-button")
         preview = app.screen.query_one("#preview", Static)
         await until(pilot, lambda: "# plan (local on cluster local)" in str(preview.render()), what="dry run")
         assert plane.list_runs(reconcile=False) == []
-        await pilot.click("#launch")
+        await tui.press(pilot, "launch")
         await until(pilot, lambda: "tiny" in table.rows, what="run row")
 
         # the step advances live without losing the cursor
@@ -39,14 +39,14 @@ async def _lifecycle(plane, run_yaml, tui):
         # p: pause (confirm), the job checkpoints and exits as paused
         await pilot.press("p")
         await until(pilot, lambda: app.screen.query_one("#confirm", Button), what="confirm dialog")
-        await pilot.click("#confirm")
+        await tui.press(pilot, "confirm")
         await until(pilot, lambda: cell(table, "tiny", "status") == "paused", what="paused")
         paused_at = int(cell(table, "tiny", "step").split("/")[0])
 
         # r: resume on the same cluster with the form's defaults
         await pilot.press("r")
         await until(pilot, lambda: app.screen.query_one("#cluster", Select).value == "local", what="resume form")
-        await pilot.click("#ok")
+        await tui.press(pilot, "ok")
         await until(pilot, lambda: cell(table, "tiny", "resumptions") == "2", what="second resumption")
         await until(pilot, lambda: cell(table, "tiny", "status") == "running", what="running again")
         await until(pilot, lambda: int(cell(table, "tiny", "step").split("/")[0]) > paused_at, what="continues")
@@ -57,11 +57,11 @@ async def _lifecycle(plane, run_yaml, tui):
         app.screen.query_one("#cluster", Select).value = "other"
         app.screen.query_one("#gpus", Input).value = "2"
         app.screen.query_one("#nodes", Input).value = "2"
-        await pilot.click("#ok")
+        await tui.press(pilot, "ok")
         error = app.screen.query_one("#form-error")
         await until(pilot, lambda: "one node" in str(error.render()), what="placement error")
         app.screen.query_one("#nodes", Input).value = "1"
-        await pilot.click("#ok")
+        await tui.press(pilot, "ok")
         await until(pilot, lambda: cell(table, "tiny", "resumptions") == "3", what="moved")
         await until(pilot, lambda: cell(table, "tiny", "cluster") == "other", what="on the other cluster")
         run = plane.get_run("tiny")
@@ -79,6 +79,7 @@ async def _lifecycle(plane, run_yaml, tui):
         await until(pilot, lambda: "spec" in str(app.screen.query_one("#config", Static).render()) or
                     "tiny" in str(app.screen.query_one("#config", Static).render()), what="config")
         await pilot.press("escape")
+        await until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="back to runs")
 
         # l: logs of the latest resumption, then of resumption 0 only
         await pilot.press("l")
@@ -91,6 +92,7 @@ async def _lifecycle(plane, run_yaml, tui):
         await tui.until(pilot, lambda: any("starting at step 0" in line for line in log.lines)
                         and not any(line.startswith("[rank") for line in log.lines), what="rank 0 log")
         await pilot.press("escape")
+        await until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="back to runs")
 
         # ctrl+d: Cancel is the default (enter keeps the run); then confirm deletes it
         await pilot.press("ctrl+d")
@@ -100,6 +102,6 @@ async def _lifecycle(plane, run_yaml, tui):
         assert "tiny" in table.rows
         await pilot.press("ctrl+d")
         await until(pilot, lambda: app.screen.query_one("#confirm", Button), what="delete dialog")
-        await pilot.click("#confirm")
+        await tui.press(pilot, "confirm")
         await until(pilot, lambda: "tiny" not in table.rows, what="deleted")
         assert plane.list_runs(reconcile=False) == []

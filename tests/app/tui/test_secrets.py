@@ -31,7 +31,7 @@ def test_add_test_delete_secret(plane, tui, tmp_path):
             app.screen.query_one("#field-access_key_id", Input).value = "AKIDEXAMPLE"
             app.screen.query_one("#field-secret_access_key", Input).value = SECRET
             app.screen.query_one("#field-endpoint", Input).value = "https://acct.r2.cloudflarestorage.com"
-            await pilot.click("#save")
+            await tui.press(pilot, "save")
             await tui.until(pilot, lambda: "r2-creds" in table.rows, what="secret row")
             assert tui.cell(table, "r2-creds", "kind") == "s3"
             assert tui.cell(table, "r2-creds", "value") == "••••••••"
@@ -43,18 +43,19 @@ def test_add_test_delete_secret(plane, tui, tmp_path):
             await pilot.press("t")
             url = await tui.until(pilot, lambda: app.screen.query_one("#bucket-url", Input), what="test form")
             url.value = bucket.as_uri()
-            await pilot.click("#test")
+            await tui.press(pilot, "test")
             result = app.screen.query_one("#test-result")
             await tui.until(pilot, lambda: str(result.render()).startswith("ok"), what="bucket ok")
             assert "data/a.bin" in str(result.render())
             assert "AWS_SECRET_ACCESS_KEY" not in os.environ or os.environ["AWS_SECRET_ACCESS_KEY"] != SECRET
             assert SECRET not in tui.text(app)
             await pilot.press("escape")
+            await tui.until(pilot, lambda: type(app.screen).__name__ == "SecretsScreen", what="back")
 
             # ctrl+d: Cancel is focused; confirm deletes
             await pilot.press("ctrl+d")
             await tui.until(pilot, lambda: app.screen.query_one("#cancel", Button).has_focus, what="dialog")
-            await pilot.click("#confirm")
+            await tui.press(pilot, "confirm")
             await tui.until(pilot, lambda: "r2-creds" not in table.rows, what="deleted")
             assert plane.list_secrets() == []
 

@@ -21,6 +21,14 @@ def _tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
+def _type(session: str, text: str) -> None:
+    """Type text, then Enter, as separate bursts (a person types, a script must pause)."""
+    _tmux("send-keys", "-t", session, "-l", text)
+    time.sleep(0.5)
+    _tmux("send-keys", "-t", session, "Enter")
+    time.sleep(0.5)
+
+
 def _screen_until(session: str, *texts: str, timeout: float = 120.0) -> str:
     deadline = time.monotonic() + timeout
     pane = ""
@@ -32,7 +40,9 @@ def _screen_until(session: str, *texts: str, timeout: float = 120.0) -> str:
     raise AssertionError(f"never saw {texts!r} on screen; last screen:\n{pane}")
 
 
-def test_foundry_tui_in_tmux(plane, run_yaml):
+def test_foundry_tui_in_tmux(plane, run_yaml, tmp_path):
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(50)))
     plane.create_secret("r2-creds", "s3", {"access_key_id": "AKID", "secret_access_key": SECRET})
     plane.create_run(run_yaml)
     exe = Path(sys.executable).with_name("foundry-tui")
@@ -53,6 +63,20 @@ def test_foundry_tui_in_tmux(plane, run_yaml):
         _screen_until(session, "Jump to view")
         _tmux("send-keys", "-t", session, "clusters", "Enter")
         _screen_until(session, "Clusters", "local", "ready")
+
+        # convert a JSONL file into MDS from the Datasets view (Enter moves on, then converts)
+        _tmux("send-keys", "-t", session, "3")
+        _screen_until(session, "Datasets", "Convert")
+        _tmux("send-keys", "-t", session, "c")
+        _screen_until(session, "Convert JSONL")
+        _type(session, str(src))
+        _type(session, str(tmp_path / "mds"))
+        _screen_until(session, "done: 50 samples")
+        time.sleep(0.5)
+        _tmux("send-keys", "-t", session, "Escape")  # alone: escape + a key is read as alt+key
+        time.sleep(0.5)
+        pane = _screen_until(session, "file://", "50")
+        assert "Convert JSONL" not in pane
 
         _tmux("send-keys", "-t", session, "1")
         _screen_until(session, "tiny", "running")
