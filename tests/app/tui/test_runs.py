@@ -4,7 +4,7 @@ config), logs per rank / resumption, delete with Cancel as the default."""
 
 from __future__ import annotations
 
-from textual.widgets import Button, DataTable, Input, Log, Select, Static
+from textual.widgets import Button, Input, Log, Select, Static
 
 
 
@@ -73,11 +73,13 @@ async def _lifecycle(plane, run_yaml, tui):
         await until(pilot, lambda: app.screen.query_one("#timeline"), what="details")
         timeline = app.screen.query_one("#timeline", Static)
         await until(pilot, lambda: app.screen.query_one("#plot-loss")._count > 0, what="loss plotted")
-        await until(pilot, lambda: "other" in tui.text(app), what="timeline")
-        await pilot.press("right")
-        await until(pilot, lambda: "other" in tui.text(app) and "local" in tui.text(app), what="timeline rows")
-        await until(pilot, lambda: "spec" in str(app.screen.query_one("#config", Static).render()) or
-                    "tiny" in str(app.screen.query_one("#config", Static).render()), what="config")
+        await pilot.press("right")  # the Resumptions tab: one row per resumption, with its steps
+        await until(pilot, lambda: list(timeline.content.columns[1].cells) == ["local", "local", "other"],
+                    what="timeline rows")
+        steps = list(timeline.content.columns[4].cells)
+        assert all(s != "-" for s in steps[:2]), steps
+        await until(pilot, lambda: "name: tiny" in str(app.screen.query_one("#config", Static).render()),
+                    what="config")
         await pilot.press("escape")
         await until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="back to runs")
 
