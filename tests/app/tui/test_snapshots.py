@@ -126,3 +126,8 @@ def test_convert_form(snap_compare, snapshot_app):
 
 def test_jump_dialog(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(), run_before=_settled("_", "colon", "c", "l"))
+
+
+def test_run_details_wide(snap_compare, snapshot_app):
+    """The same screen scales up: a 140x40 terminal gets wider plots and full rows."""
+    assert snap_compare(snapshot_app(), terminal_size=(140, 40), run_before=_settled("_", "enter"))
