@@ -73,6 +73,17 @@ def _write_part(part: Part, dst: str, columns: dict[str, str], options: dict[str
     return writer.shards
 
 
+class _LocalCounter:
+    """The in-process stand-in for multiprocessing.Value("q") when there are no workers."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def get_lock(self) -> threading.Lock:
+        return self._lock
+
+
 def _init_worker(counter) -> None:
     global _counter
     _counter = counter
@@ -99,7 +110,9 @@ def convert(
     total = sum(len(p.files) for p in parts) if kind == "images" else None
     options = {"compression": compression, "hashes": hashes, "size_limit": size_limit, "exist_ok": exist_ok}
     ctx = multiprocessing.get_context("spawn")
-    counter = ctx.Value("q", 0)
+    # A shared counter only when worker processes exist: creating one needs file descriptors that
+    # hosts capturing stdio (the TUI) cannot hand over.
+    counter = ctx.Value("q", 0) if len(parts) > 1 else _LocalCounter()
     done = threading.Event()
 
     def report() -> None:

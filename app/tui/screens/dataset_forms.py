@@ -15,20 +15,6 @@ from foundry.plugins.errors import FoundryError
 from ..errors import one_line
 from .base import FoundryModal
 
-def start_resource_tracker() -> None:
-    """foundry.streaming's converter shares a multiprocessing (spawn) counter; the resource tracker
-    it needs must start with the process's real stderr, not Textual's capture (fd -1 is refused)."""
-    import sys
-    from multiprocessing import resource_tracker
-
-    saved = sys.stderr
-    sys.stderr = sys.__stderr__ or saved
-    try:
-        resource_tracker.ensure_running()
-    finally:
-        sys.stderr = saved
-
-
 COMPRESSIONS = [("none", ""), ("zstd", "zstd"), ("gzip", "gz"), ("bz2", "bz2")]
 
 
@@ -113,7 +99,6 @@ class ConvertForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="convert dataset")
     def convert(self, src: str, dst: str, compression: str | None) -> None:
         try:
-            start_resource_tracker()
             summary = convert_to_mds(src, dst, compression=compression, progress=self._progress)
             DatasetRegistry(self.app.plane.paths.home).add(summary.url)
         except FoundryError as exc:
