@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import typer
 
+from .groups import DATASET_HELP, sub_app
 from .output import sink
 
 
@@ -107,18 +108,8 @@ def verify_cmd(
                         hint="re-write or re-upload those shards")
 
 
-def _dataset_app(app: typer.Typer) -> typer.Typer:
-    """The `dataset` sub-app, shared with the other module that adds dataset commands."""
-    for group in app.registered_groups:
-        if group.name == "dataset" and group.typer_instance is not None:
-            return group.typer_instance
-    sub = typer.Typer(help="Datasets: convert, inspect, verify, register.", no_args_is_help=True)
-    app.add_typer(sub, name="dataset")
-    return sub
-
-
 def register(app: typer.Typer) -> None:
-    sub = _dataset_app(app)
+    sub = sub_app(app, "dataset", DATASET_HELP)
     sub.command("convert")(convert_cmd)
     sub.command("inspect")(inspect_cmd)
     sub.command("verify")(verify_cmd)

@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from .groups import DATASET_HELP, sub_app
 from .output import sink
 from .verbs import json_option
 
@@ -45,17 +46,8 @@ def remove(name: str = typer.Argument(..., help="Name or URL of a registered dat
     sink.info(f"removed dataset {name}")
 
 
-def _dataset_app(app: typer.Typer) -> typer.Typer:
-    for group in app.registered_groups:
-        if group.name == "dataset" and group.typer_instance is not None:
-            return group.typer_instance
-    sub = typer.Typer(help="Datasets: register, list, convert, inspect, verify.", no_args_is_help=True)
-    app.add_typer(sub, name="dataset")
-    return sub
-
-
 def register(app: typer.Typer) -> None:
-    sub = _dataset_app(app)
+    sub = sub_app(app, "dataset", DATASET_HELP)
     sub.command("add")(add)
     sub.command("list")(list_datasets)
     sub.command("remove")(remove)
