@@ -40,17 +40,9 @@ JOB = textwrap.dedent("""
 
 
 @pytest.fixture
-def plane():
-    from foundry.app.control import ControlPlane
-
-    cp = ControlPlane()
-    yield cp
-    for run in cp.registry.list_runs():
-        if run.latest and run.latest.state in ("pending", "running", "stopping"):
-            try:
-                cp.delete_run(run.name)
-            except Exception:
-                pass
+def plane(cp):
+    """The real control plane (tests/app/conftest.py's `cp`, which cleans up live runs)."""
+    return cp
 
 
 @pytest.fixture
