@@ -7,9 +7,10 @@ and `load_state_dict()` makes the next iteration continue right after them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
 from .topology import Topology
 
@@ -29,8 +30,22 @@ def _batch_len(batch: Any) -> int | None:
     return None
 
 
+def _collate_read_only(batch: list) -> Any:
+    """default_collate for samples that are read-only views of mapped shards.
+
+    Collating stacks the samples into a new tensor, so the read-only source is never written
+    through; torch's warning about non-writable arrays does not apply here.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return default_collate(batch)
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
+        if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
+            kwargs["collate_fn"] = _collate_read_only
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 
