@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from pathlib import Path
 
 import torch
@@ -24,8 +23,6 @@ else:  # python examples/gpt/train.py
 from foundry.streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
 from foundry.trainer import Trainer, WarmupCosine  # noqa: E402
 from foundry.trainer.dist import DistEnv  # noqa: E402
-
-warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
 def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt", max_duration: str = "300ba",
