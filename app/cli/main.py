@@ -35,7 +35,7 @@ def build_app() -> typer.Typer:
     @app.callback()
     def root(
         json_out: bool = typer.Option(False, "--json", help="Print data as JSON (every data command)."),
-        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True),
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     ) -> None:
         sink.json_mode = json_out
 
