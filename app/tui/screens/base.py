@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ..widgets.tables import FilterBar, LiveTable
+from ..widgets.tables import EmptyHint, FilterBar, LiveTable
 
 
 class WorkerFailures:
@@ -52,7 +52,15 @@ class TableScreen(FoundryScreen):
     def show_rows(self, rows) -> None:
         """From a refresh worker: put rows in the table unless a newer refresh replaced this one."""
         if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self.table.set_rows, rows)
+            self.app.call_from_thread(self._set_rows, rows)
+
+    def _set_rows(self, rows) -> None:
+        self.table.set_rows(rows)
+        hints = self.query(EmptyHint)
+        if hints:  # an empty table shrinks to its header and the hint says what to do next
+            self.table.set_class(not rows, "-empty")
+            for hint in hints:
+                hint.display = not rows
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()

@@ -12,7 +12,7 @@ from foundry.app.control.datasets import DatasetRegistry, inspect_dataset
 from foundry.plugins.errors import FoundryError
 
 from .. import format as fmt
-from ..widgets.tables import FilterBar, LiveTable
+from ..widgets.tables import EmptyHint, FilterBar, LiveTable
 from .base import TableScreen
 from .dialogs import ConfirmDialog
 
@@ -37,6 +37,7 @@ class DatasetsScreen(TableScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield LiveTable(DATASET_COLUMNS, id="datasets-table")
+        yield EmptyHint('No datasets registered. Press a to add a dataset URL, or c to convert JSONL, CSV or an image folder into MDS.')
         yield FilterBar()
         yield Footer()
 

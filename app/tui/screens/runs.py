@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Footer, Header
 from foundry.app.control.run_views import run_progress
 
 from ..widgets.runs import RunTable, run_row
-from ..widgets.tables import FilterBar
+from ..widgets.tables import EmptyHint, FilterBar
 from .base import TableScreen
 from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
 
@@ -31,6 +31,7 @@ class RunsScreen(RunActions, TableScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield RunTable(id="runs-table")
+        yield EmptyHint('No runs yet. Press n to start one from a run spec (YAML), or use `foundry run -f run.yaml`.')
         yield FilterBar()
         yield Footer()
 

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header
 
-from ..widgets.tables import FilterBar, LiveTable
+from ..widgets.tables import EmptyHint, FilterBar, LiveTable
 from .base import TableScreen
 from .dialogs import ConfirmDialog
 
@@ -33,6 +33,7 @@ class SecretsScreen(TableScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield LiveTable(SECRET_COLUMNS, id="secrets-table")
+        yield EmptyHint('No credentials yet. Press a to add one (s3 and R2, gcp, oci, env, kubeconfig, ssh).')
         yield FilterBar()
         yield Footer()
 

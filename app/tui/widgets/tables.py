@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Input
+from textual.widgets import Static, DataTable, Input
 
 Row = tuple[str, Sequence[Any]]
 
@@ -97,3 +97,11 @@ class FilterBar(Input):
         self.display = False
         self.post_message(self.Filter(""))
         self.screen.focus_next()
+
+
+class EmptyHint(Static):
+    """What to do next, shown in place of an empty table (hidden once the table has rows)."""
+
+    DEFAULT_CSS = """
+    EmptyHint { color: $text-muted; padding: 1 2; height: auto; display: none; }
+    """
