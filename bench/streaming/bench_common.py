@@ -30,6 +30,58 @@ def token_base() -> np.ndarray:
     return (np.arange(TOKENS, dtype=np.int64) * 2654435761 % 50257).astype(np.int32)
 
 
+def samples(workload: str, n: int):
+    """The workload's n samples, identical for every library: (index, sample dict)."""
+    if workload == "tokens":
+        base = token_base()
+        for i in range(n):
+            yield i, {"tokens": token_sample(i, base)}
+    else:
+        pool = jpeg_pool()
+        for i in range(n):
+            yield i, {"image": pool[i % len(pool)], "label": i}
+
+
+MDS_COLUMNS = {"tokens": {"tokens": "ndarray:int32:2048"}, "images": {"image": "bytes", "label": "int"}}
+
+
+def write_mds(writer_class, workload: str, out: str, n: int) -> None:
+    """The write measurement for the two MDS writers (Foundry's and mosaicml-streaming's)."""
+    t0 = time.perf_counter()
+    with writer_class(out=out, columns=MDS_COLUMNS[workload]) as w:
+        for _, sample in samples(workload, n):
+            w.write(sample)
+    emit({"seconds": time.perf_counter() - t0, "samples": n})
+
+
+def epoch_result(ds, loader_class, mode: str, started: float) -> dict:
+    """One epoch of `ds`, plain or through `loader_class` with 2 workers; setup time since `started`."""
+    if mode == "plain":
+        res = timed_epoch(ds, batched=False)
+    else:
+        res = timed_epoch(loader_class(ds, batch_size=BATCH, num_workers=2, collate_fn=collate), batched=True)
+    res["setup_s"] = time.perf_counter() - started - res["seconds"]
+    return res
+
+
+def resume_at_75(make_dataset, num_canonical_nodes=lambda ds: 1) -> None:
+    """Time from building a dataset to its first sample after loading a state at 75% of the epoch
+    (mosaicml-streaming's state keys, which Foundry reads too)."""
+    t0 = time.perf_counter()
+    ds = make_dataset()
+    ds.load_state_dict({"epoch": 0, "sample_in_epoch": (int(ds.size * 0.75) // BATCH) * BATCH,
+                        "shuffle_seed": 9176, "num_canonical_nodes": num_canonical_nodes(ds),
+                        "initial_physical_nodes": 1})
+    assert next(iter(ds)) is not None
+    emit({"seconds": time.perf_counter() - t0})
+
+
+def main(commands: dict, argv: list[str]) -> None:
+    """`side.py [BENCH_DIR] COMMAND ARGS...`: run one measurement in this process."""
+    cmd, *args = argv
+    commands[cmd](*args)
+
+
 def jpeg_pool(n: int = 256) -> list[bytes]:
     from PIL import Image
 

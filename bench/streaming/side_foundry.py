@@ -7,25 +7,14 @@ import time
 
 import numpy as np
 
-from bench_common import BATCH, collate, emit, jpeg_pool, timed_epoch, token_base, token_sample
+from bench_common import BATCH, emit, epoch_result, main, resume_at_75, write_mds
 
 from foundry.streaming import MDSWriter, StreamingDataset  # imported before any timer starts
 from torch.utils.data import DataLoader
 
 
-def write(workload: str, out: str, n: int) -> None:
-    t0 = time.perf_counter()
-    if workload == "tokens":
-        base = token_base()
-        with MDSWriter(out=out, columns={"tokens": "ndarray:int32:2048"}) as w:
-            for i in range(n):
-                w.write({"tokens": token_sample(i, base)})
-    else:
-        pool = jpeg_pool()
-        with MDSWriter(out=out, columns={"image": "bytes", "label": "int"}) as w:
-            for i in range(n):
-                w.write({"image": pool[i % len(pool)], "label": i})
-    emit({"seconds": time.perf_counter() - t0, "samples": n})
+def write(workload: str, out: str, n: str) -> None:
+    write_mds(MDSWriter, workload, out, int(n))
 
 
 def dataset(src: str, cache: str | None, **kw):
@@ -37,25 +26,13 @@ def dataset(src: str, cache: str | None, **kw):
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
     ds = dataset(src, cache)
-    if mode == "plain":
-        res = timed_epoch(ds, batched=False)
-    else:
-        res = timed_epoch(DataLoader(ds, batch_size=BATCH, num_workers=2, collate_fn=collate), batched=True)
-    res["first_sample_s"] += 0  # measured from iteration start
-    res["setup_s"] = time.perf_counter() - t0 - res["seconds"]
+    res = epoch_result(ds, DataLoader, mode, t0)
     res["bytes_downloaded"] = ds.bytes_downloaded
     emit(res)
 
 
 def resume(src: str) -> None:
-    t0 = time.perf_counter()
-    ds = dataset(src, None)
-    n = ds.size
-    ds.load_state_dict({"epoch": 0, "sample_in_epoch": (int(n * 0.75) // BATCH) * BATCH, "shuffle_seed": 9176,
-                        "num_canonical_nodes": 1, "initial_physical_nodes": 1})
-    first = next(iter(ds))
-    assert first is not None
-    emit({"seconds": time.perf_counter() - t0})
+    resume_at_75(lambda: dataset(src, None))
 
 
 def floor(src: str) -> None:
@@ -80,12 +57,4 @@ def floor(src: str) -> None:
 
 
 if __name__ == "__main__":
-    cmd, *args = sys.argv[1:]
-    if cmd == "write":
-        write(args[0], args[1], int(args[2]))
-    elif cmd == "epoch":
-        epoch(args[0], args[1], args[2] if len(args) > 2 else None)
-    elif cmd == "resume":
-        resume(args[0])
-    elif cmd == "floor":
-        floor(args[0])
+    main({"write": write, "epoch": epoch, "resume": resume, "floor": floor}, sys.argv[1:])

@@ -6,25 +6,19 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[1])  # the bench folder
-from bench_common import BATCH, collate, emit, jpeg_pool, timed_epoch, token_base, token_sample  # noqa: E402
+from bench_common import BATCH, emit, epoch_result, main, samples  # noqa: E402
 from litdata import StreamingDataLoader, StreamingDataset  # noqa: E402  (imported before any timer starts)
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
 
-def write(workload: str, out: str, n: int) -> None:
+def write(workload: str, out: str, n: str) -> None:
     t0 = time.perf_counter()
     w = BinaryWriter(out, chunk_bytes="64MB")
-    if workload == "tokens":
-        base = token_base()
-        for i in range(n):
-            w.add_item(i, {"tokens": token_sample(i, base)})
-    else:
-        pool = jpeg_pool()
-        for i in range(n):
-            w.add_item(i, {"image": pool[i % len(pool)], "label": i})
+    for i, sample in samples(workload, int(n)):
+        w.add_item(i, sample)
     w.done()
     w.merge()
-    emit({"seconds": time.perf_counter() - t0, "samples": n})
+    emit({"seconds": time.perf_counter() - t0, "samples": int(n)})
 
 
 def dataset(src: str, cache: str | None):
@@ -41,13 +35,7 @@ def dataset(src: str, cache: str | None):
 
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
-    ds = dataset(src, cache)
-    if mode == "plain":
-        res = timed_epoch(ds, batched=False)
-    else:
-        res = timed_epoch(StreamingDataLoader(ds, batch_size=BATCH, num_workers=2, collate_fn=collate), batched=True)
-    res["setup_s"] = time.perf_counter() - t0 - res["seconds"]
-    emit(res)
+    emit(epoch_result(dataset(src, cache), StreamingDataLoader, mode, t0))
 
 
 def resume(src: str) -> None:
@@ -63,10 +51,4 @@ def resume(src: str) -> None:
 
 
 if __name__ == "__main__":
-    cmd, *args = sys.argv[2:]
-    if cmd == "write":
-        write(args[0], args[1], int(args[2]))
-    elif cmd == "epoch":
-        epoch(args[0], args[1], args[2] if len(args) > 2 else None)
-    elif cmd == "resume":
-        resume(args[0])
+    main({"write": write, "epoch": epoch, "resume": resume}, sys.argv[2:])
