@@ -131,7 +131,7 @@ class GCSStore(RemoteStore):
         return self._call(key, fetch)
 
     def _range_exact(self, key: str, start: int, end: int) -> bytes:
-        from .s3_errors import TruncatedRead
+        from .remote import TruncatedRead
 
         def fetch() -> bytes:
             data = self._blob(key).download_as_bytes(start=start, end=end - 1, retry=None,

@@ -44,7 +44,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                         aex.TransportError, ConnectionError, TimeoutError)):
         return True
-    from .s3_errors import TruncatedRead
+    from .remote import TruncatedRead
 
     return isinstance(exc, TruncatedRead)
 

@@ -17,7 +17,7 @@ from foundry.plugins.retry import call_with_retries
 from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, join_key
 
 from . import oci_errors
-from .remote import RemoteStore
+from .remote import RemoteStore, TruncatedRead
 from .transfer import TransferConfig, parallel_upload_parts, retry_policy_from
 
 T = TypeVar("T")
@@ -109,7 +109,7 @@ class OCIStore(RemoteStore):
         if expected is None and length is not None:
             expected = int(length)
         if expected is not None and len(data) != expected:
-            raise oci_errors.TruncatedRead(f"got {len(data)} of {expected} bytes")
+            raise TruncatedRead(f"got {len(data)} of {expected} bytes")
         return data
 
     # -- reads ---------------------------------------------------------------------------------

@@ -12,10 +12,9 @@ from foundry.plugins.errors import (
     TransientStorageError,
 )
 
-from .s3_errors import TruncatedRead
+from .remote import TruncatedRead
 
 CREDENTIALS_HINT = "run `foundry create secret oci ...` or write ~/.oci/config (`oci setup config`)"
-__all__ = ["TruncatedRead", "is_transient", "translate", "give_up", "CREDENTIALS_HINT"]
 
 
 def is_transient(exc: BaseException) -> bool:

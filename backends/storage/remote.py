@@ -11,6 +11,10 @@ from foundry.plugins.storage import BaseObjectStore, ProgressCallback, join_key
 from .transfer import TransferConfig, parallel_download
 
 
+class TruncatedRead(Exception):
+    """A response body ended before its announced length: retried like any transient failure."""
+
+
 class RemoteStore(BaseObjectStore):
     prefix: str
     transfer: TransferConfig

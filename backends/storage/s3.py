@@ -23,7 +23,7 @@ from foundry.plugins.storage import (
 )
 
 from . import s3_errors
-from .remote import RemoteStore
+from .remote import RemoteStore, TruncatedRead
 from .s3_client import S3Settings, get_client
 from .transfer import (
     TransferConfig,
@@ -90,7 +90,7 @@ class S3Store(RemoteStore):
         data = response["Body"].read()
         expected = response.get("ContentLength")
         if expected is not None and len(data) != expected:
-            raise s3_errors.TruncatedRead(f"got {len(data)} of {expected} bytes")
+            raise TruncatedRead(f"got {len(data)} of {expected} bytes")
         return data
 
     # -- reads ---------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ class S3Store(RemoteStore):
                         out.write(chunk)
                         written += len(chunk)
                     if written != response.get("ContentLength", written):
-                        raise s3_errors.TruncatedRead(f"got {written} of {response['ContentLength']} bytes")
+                        raise TruncatedRead(f"got {written} of {response['ContentLength']} bytes")
                 return written
 
             written = self._call(key, fetch_all)
@@ -155,7 +155,7 @@ class S3Store(RemoteStore):
             response = self.client.get_object(Bucket=self.bucket, Key=full, Range=f"bytes={start}-{end - 1}", **extra)
             data = self._read_body(response)
             if len(data) != end - start:
-                raise s3_errors.TruncatedRead(f"range {start}-{end} returned {len(data)} bytes")
+                raise TruncatedRead(f"range {start}-{end} returned {len(data)} bytes")
             return data
 
         return self._call(key, fetch)

@@ -16,6 +16,8 @@ from foundry.plugins.errors import (
     TransientStorageError,
 )
 
+from .remote import TruncatedRead
+
 TRANSIENT_CODES = {
     "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
     "RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable",
@@ -26,10 +28,6 @@ BAD_KEY_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", 
                  "TokenRefreshRequired", "InvalidClientTokenId", "UnrecognizedClientException"}
 CREDENTIALS_HINT = ("run `foundry create secret s3 ...` or set AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY (and S3_ENDPOINT_URL for R2 or another S3-compatible store)")
-
-
-class TruncatedRead(Exception):
-    """A response body ended before its announced length."""
 
 
 def error_code(exc: BaseException) -> tuple[str, int]:
