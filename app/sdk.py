@@ -141,4 +141,4 @@ def wait_for_run(run: str | RunInfo, *, timeout: float | None = None, home=None)
 
 
 def get_metrics(run: str | RunInfo, *, home=None) -> list[dict]:
-    return _cp(home).metrics(_name(run))
+    return [dict(row) for row in _cp(home).metrics(_name(run))]  # the caller's own copies

@@ -38,12 +38,10 @@ Clusters and secrets
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 from foundry.plugins.compute import JobHandle, Plan
@@ -56,6 +54,7 @@ from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
 from .launch import Placement, build_request, placement_for
+from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
 from .secrets import SecretStore, mask
@@ -256,15 +255,7 @@ class ControlPlane:
 
     def metrics(self, name: str) -> list[dict]:
         self._run(name)
-        path = self.paths.run_dir(name) / "metrics.jsonl"
-        out = []
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue  # a line being written right now
-        return out
+        return read_metrics(self.paths.run_dir(name) / "metrics.jsonl")
 
     # --- clusters and secrets -----------------------------------------------------------------
     def list_clusters(self) -> list[ClusterInfo]:

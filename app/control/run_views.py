@@ -59,15 +59,19 @@ def _num(value: Any) -> float | None:
 def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> RunProgress:
     """Progress from metrics rows (oldest first); a row may carry `max_steps` itself."""
     out = RunProgress(max_steps=max_steps)
-    for row in records:
-        if isinstance(row.get("step"), int):
+    found_max = False
+    # The newest value of each field wins: walk back from the end and stop once all are known.
+    for row in reversed(records):
+        if out.step is None and isinstance(row.get("step"), int):
             out.step = row["step"]
-        if isinstance(row.get("max_steps"), int):
-            out.max_steps = row["max_steps"]
-        if _num(row.get("loss")) is not None:
+        if not found_max and isinstance(row.get("max_steps"), int):
+            out.max_steps, found_max = row["max_steps"], True
+        if out.loss is None:
             out.loss = _num(row.get("loss"))
-        if _num(row.get("throughput")) is not None:
+        if out.throughput is None:
             out.throughput = _num(row.get("throughput"))
+        if found_max and None not in (out.step, out.loss, out.throughput):
+            break
     if out.step is not None and out.max_steps and out.throughput:
         out.eta_s = max(out.max_steps - out.step, 0) / out.throughput
     return out
