@@ -103,6 +103,11 @@ class ShardCache:
         url = StorageURL.parse(self.remote)
         return url.scheme != "file" or Path(url.prefix).resolve() != self.local.resolve()
 
+    @property
+    def needs_work(self) -> bool:
+        """Some shard may have to be downloaded or decompressed before it can be read."""
+        return self.evictable or any(s.compression for s in self.shards)
+
     def present_bytes(self, i: int) -> int:
         total = 0
         for p in self._paths(i):
@@ -201,14 +206,15 @@ class ShardCache:
                             hint="pass remote= so the shard can be downloaded, or restore the local copy")
         if not f.zip_basename:
             tmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.dl"
-            self._download_checked(f, lambda: self._fetch(f.raw_basename, tmp), lambda: tmp.stat().st_size,
-                                   lambda algo, digest: verify_file(str(tmp), {algo: digest}),
-                                   lambda: tmp.unlink(missing_ok=True))
+            size = self._download_checked(f, lambda: self._fetch(f.raw_basename, tmp), lambda: tmp.stat().st_size,
+                                          lambda algo, digest: verify_file(str(tmp), {algo: digest}),
+                                          lambda: tmp.unlink(missing_ok=True))
             os.replace(tmp, final)
+            self.bytes_downloaded += size  # after the rename: an eviction triggered by it sees the file
             return
         box: list[bytes] = []
-        self._download_checked(f, lambda: box.append(self._fetch(f.zip_basename)), lambda: len(box[-1]),
-                               lambda algo, digest: hash_bytes(algo, box[-1]) == digest, box.clear)
+        size = self._download_checked(f, lambda: box.append(self._fetch(f.zip_basename)), lambda: len(box[-1]),
+                                      lambda algo, digest: hash_bytes(algo, box[-1]) == digest, box.clear)
         data = box[-1]
         if self.keep_zip:
             zp = self.local / f.zip_basename
@@ -217,10 +223,12 @@ class ShardCache:
             ztmp.write_bytes(data)
             os.replace(ztmp, zp)
         self._decompress_into(final, f, compression, io.BytesIO(data), tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
+        self.bytes_downloaded += size
 
     def _download_checked(self, f: Any, fetch: Callable[[], Any], size: Callable[[], int],
-                          hash_ok: Callable[[str, str], bool], discard: Callable[[], Any]) -> None:
-        """Fetch the stored file of `f`; a corrupt download is fetched once more, then refused."""
+                          hash_ok: Callable[[str, str], bool], discard: Callable[[], Any]) -> int:
+        """Fetch the stored file of `f`; a corrupt download is fetched once more, then refused.
+        Returns the bytes downloaded."""
         compressed = bool(f.zip_basename)
         key = f.zip_basename or f.raw_basename
         expected_size = f.zip_bytes if compressed else f.raw_bytes
@@ -235,8 +243,7 @@ class ShardCache:
             elif algo and not hash_ok(algo, hashes[algo]):
                 problem = f"{algo} hash mismatch"
             else:
-                self.bytes_downloaded += got
-                return
+                return got
             discard()
         raise DataError(f"shard {key} of {self.name} is corrupt in the store ({problem}, downloaded twice)",
                         hint="rewrite or restore that shard in the remote dataset")
