@@ -7,13 +7,13 @@ once on a mismatch, then refused with a DataError naming the shard.
 
 from __future__ import annotations
 
-import io
 import itertools
+import mmap
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from filelock import FileLock
 
@@ -23,6 +23,9 @@ from foundry.streaming.format.hashing import hash_bytes, verify_file
 FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128", "xxh32")
 _STATE_DIR = ".foundry"
 _seq = itertools.count()
+# One decompression at a time per process: it is CPU-bound, and the reader needs the other core.
+# More would also slow the first shard the reader waits for. Downloads still run in parallel.
+_DECOMPRESSING = threading.Lock()
 
 
 def _safe(name: str) -> str:
@@ -198,8 +201,8 @@ class ShardCache:
         if f.zip_basename:
             local_zip = self._good_local_zip(f)
             if local_zip is not None:
-                with open(local_zip, "rb") as fin:
-                    self._decompress_into(final, f, compression, fin, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
+                with open(local_zip, "rb") as fin, mmap.mmap(fin.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    self._decompress_into(final, f, compression, mapped, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
                 return
         if self.remote is None:
             raise DataError(f"shard file {f.raw_basename} is missing from {self.local} and there is no remote",
@@ -222,7 +225,7 @@ class ShardCache:
             ztmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.zip"
             ztmp.write_bytes(data)
             os.replace(ztmp, zp)
-        self._decompress_into(final, f, compression, io.BytesIO(data), tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
+        self._decompress_into(final, f, compression, data, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
         self.bytes_downloaded += size
 
     def _download_checked(self, f: Any, fetch: Callable[[], Any], size: Callable[[], int],
@@ -268,13 +271,14 @@ class ShardCache:
                             hint="the local copy is corrupt; restore it")
         return None
 
-    def _decompress_into(self, final: Path, f: Any, compression: str | None, fin: BinaryIO, tmp: Path) -> None:
+    def _decompress_into(self, final: Path, f: Any, compression: str | None, data: Any, tmp: Path) -> None:
+        """Decompress `data` (bytes, or a mapped local file) into `tmp`, check it, rename it to `final`."""
         from foundry.streaming.format import decompress_stream
 
         try:
             try:
-                with open(tmp, "wb") as fout:
-                    decompress_stream(compression or "", fin, fout)
+                with _DECOMPRESSING, open(tmp, "wb") as fout:
+                    decompress_stream(compression or "", memoryview(data), fout)
             except FoundryError as exc:
                 raise DataError(f"shard {f.zip_basename} of {self.name} does not decompress: {exc.message}",
                                 hint="rewrite or restore that shard") from exc

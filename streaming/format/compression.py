@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import os
 import shutil
 from dataclasses import dataclass
@@ -140,16 +141,21 @@ def compress_file(compression: str, src: str | os.PathLike, dst: str | os.PathLi
             fout.write(_optional("snappy").compress(fin.read()))
 
 
-def decompress_stream(compression: str, fin: BinaryIO, fout: BinaryIO) -> None:
-    """Decompress the stream `fin` into `fout` frame by frame, in bounded memory except for snappy.
-
-    `fin` may be an in-memory `io.BytesIO` over downloaded bytes: nothing goes through a file."""
+def decompress_stream(compression: str, src: BinaryIO | bytes | memoryview, fout: BinaryIO) -> None:
+    """Decompress `src` (a stream, or bytes already in memory: a download, a mapped file) into
+    `fout` frame by frame, in bounded memory except for snappy. Nothing goes through a file."""
     family = parse_compression(compression).family
+    fin = io.BytesIO(src) if isinstance(src, (bytes, bytearray, memoryview)) and family != "zstd" else src
     try:
         if family == "zstd":
             import zstandard
 
-            zstandard.ZstdDecompressor().copy_stream(fin, fout, read_size=_CHUNK, write_size=_CHUNK)
+            dctx = zstandard.ZstdDecompressor()
+            if isinstance(src, (bytes, bytearray, memoryview)):  # straight from the buffer, no input copies
+                with dctx.stream_writer(fout, write_size=_CHUNK * 4, closefd=False) as writer:
+                    writer.write(src)
+            else:
+                dctx.copy_stream(fin, fout, read_size=_CHUNK, write_size=_CHUNK)
         elif family == "gz":
             with gzip.GzipFile(fileobj=fin, mode="rb") as gz:
                 shutil.copyfileobj(gz, fout, _CHUNK)
