@@ -28,7 +28,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "foundry.backends.storage.plugin",
     "foundry.backends.compute.plugin",
     "foundry.backends.secrets.plugin",
-    "foundry.backends.compute.providers_plugin",
     "foundry.backends.clouds.plugin",
 )
 
