@@ -28,6 +28,14 @@ _seq = itertools.count()
 _DECOMPRESSING = threading.Lock()
 
 
+def _fresh_decompress_lock() -> None:  # a fork copies the lock as held by a thread that is gone
+    global _DECOMPRESSING
+    _DECOMPRESSING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_decompress_lock)
+
+
 def _safe(name: str) -> str:
     return name.replace("/", "__").replace("\\", "__")
 
@@ -58,6 +66,7 @@ class ShardCache:
         self._ready: set[int] = set()
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._locks_pid = os.getpid()
         self.bytes_downloaded = 0
         self.state_dir = self.local / _STATE_DIR
         self._store_obj: Any = None
@@ -71,6 +80,7 @@ class ShardCache:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._guard = threading.Lock()
+        self._locks_pid = os.getpid()
 
     def store(self) -> Any:
         """The remote ObjectStore, opened once per process (clients are not shared across fork)."""
@@ -132,6 +142,8 @@ class ShardCache:
         return FileLock(str(locks / (_safe(self.shards[i].raw_basename) + ".lock")))
 
     def _thread_lock(self, i: int) -> threading.Lock:
+        if self._locks_pid != os.getpid():  # forked (a DataLoader worker): the parent's locks may be held
+            self._guard, self._locks, self._locks_pid = threading.Lock(), {}, os.getpid()
         with self._guard:
             return self._locks.setdefault(i, threading.Lock())
 
