@@ -184,12 +184,18 @@ def main() -> None:
             for key in ("floor", "ceiling"):
                 if key in r:
                     r[f"{key}_sps"] = median(r[key])
+            save(a.out, results)  # a run cut short keeps the workloads it finished
+            print(table({**results, "workloads": {wl: r}}), flush=True)
     finally:
         if s3 is not None:
             s3["stop"]()
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=1))
+    save(a.out, results)
     print(table(results))
+
+
+def save(out: str, results: dict) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=1))
 
 
 def du_bytes(path: Path) -> int:
