@@ -46,7 +46,7 @@ def convert_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Convert JSONL, CSV/TSV or an image folder into an MDS dataset."""
-    from foundry.streaming.convert import convert, parse_columns
+    from foundry.streaming.tools.convert import convert, parse_columns
 
     _json(json_out)
     algos = [h.strip() for h in hashes.split(",") if h.strip()]
@@ -66,7 +66,7 @@ def inspect_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Shards, samples, bytes, columns, compression and a few decoded samples."""
-    from foundry.streaming.inspect import inspect_dataset
+    from foundry.streaming.tools.inspect import inspect_dataset
 
     _json(json_out)
     summary = inspect_dataset(url, samples=samples, allow_unsafe_types=allow_unsafe_types)
@@ -87,7 +87,7 @@ def verify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Check every shard: present, right size, every hash, every header. Exits 1 on a bad shard."""
-    from foundry.streaming.verify import verify_dataset
+    from foundry.streaming.tools.verify import verify_dataset
 
     _json(json_out)
     with _progress("verifying", "shards") as progress:

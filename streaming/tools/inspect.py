@@ -15,9 +15,9 @@ import numpy as np
 
 from foundry.plugins.errors import DataError, ObjectNotFoundError
 
-from .format.compression import decompress_file
-from .format.index import INDEX_BASENAME, ShardInfo, load_index
-from .format.reader import open_shard
+from ..format.compression import decompress_file
+from ..format.index import INDEX_BASENAME, ShardInfo, load_index
+from ..format.reader import open_shard
 
 
 def open_dataset_store(url: str):
@@ -107,14 +107,14 @@ def inspect_dataset(url: str, samples: int = 3, allow_unsafe_types: bool = False
 
 
 def has_unsafe_columns(info: ShardInfo) -> bool:
-    from .format.encodings import get_encoding
+    from ..format.encodings import get_encoding
 
     return info.format == "mds" and any(not get_encoding(e).safe for e in info.column_encodings)
 
 
 def _safe_sample(reader, info: ShardInfo, i: int) -> dict[str, Any]:
     """A sample with unsafe columns shown as their size only (never unpickled)."""
-    from .format.encodings import get_encoding
+    from ..format.encodings import get_encoding
 
     raw = reader.get_sample_bytes(i)
     sizes = [s for s in info.column_sizes]

@@ -17,8 +17,8 @@ from typing import Any, Callable
 from foundry.plugins.errors import ConfigError, DataError
 
 from .convert_sources import Part, detect_kind, infer_columns, samples, split
-from .format.index import INDEX_BASENAME, dump_index, load_index
-from .writer import MDSWriter
+from ..format.index import INDEX_BASENAME, dump_index, load_index
+from ..writer import MDSWriter
 
 # progress(done, total): samples written so far and the expected total (None when unknown).
 ConvertProgress = Callable[[int, "int | None"], None]
