@@ -89,6 +89,18 @@ class StorageURL:
         return f"{self.scheme}://{self.bucket}/{path}" if path else f"{self.scheme}://{self.bucket}"
 
 
+def check_key(key: str, root: str) -> str:
+    """`key` itself when it names an object below the store root; a ConfigError when it could escape.
+
+    Stores call this on every key (names can come from data: index.json, a remote listing), so a
+    leading "/" or a ".." segment is refused rather than quietly rewritten.
+    """
+    if not isinstance(key, str) or "\x00" in key or key.startswith("/") or ".." in key.split("/"):
+        raise ConfigError(f"key {key!r} escapes the store root {root}",
+                          hint="keys are relative paths, without '..' segments or a leading '/'")
+    return key
+
+
 def join_key(prefix: str, key: str) -> str:
     """Join a root prefix and a relative key with exactly one "/" between them."""
     prefix, key = prefix.strip("/"), key.lstrip("/")

@@ -31,7 +31,7 @@ def read_index(store) -> list[ShardInfo]:
         data = store.get(INDEX_BASENAME)
     except ObjectNotFoundError:
         raise DataError(f"no index.json at {store.url}", hint="is this the dataset's root folder?") from None
-    return load_index(data)
+    return load_index(data, store.url)
 
 
 def fetch_shard(store, info: ShardInfo, workdir: str) -> list[str]:
