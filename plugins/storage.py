@@ -8,7 +8,6 @@ finds the class registered for the URL's scheme and builds it with `from_url`.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
@@ -146,6 +145,8 @@ class atomic_destination:
     """Context manager yielding a temporary path beside `path`; renamed onto `path` on success.
 
     The temporary file is removed on failure, so the final name only ever holds complete data.
+    It is created with mode 0666 less the umask, as `open()` would (0644 under umask 022), not
+    mkstemp's 0600: datasets and checkpoints are meant to be shared like any file the user writes.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -153,9 +154,15 @@ class atomic_destination:
 
     def __enter__(self) -> str:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
-        os.close(fd)
-        return self.tmp
+        for _ in range(100):
+            tmp = self.path.parent / f".{self.path.name}.{os.urandom(6).hex()}.part"
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:
+                continue
+            self.tmp = str(tmp)
+            return self.tmp
+        raise FileExistsError(f"no free temporary name beside {self.path}")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:

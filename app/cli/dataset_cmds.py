@@ -40,7 +40,7 @@ def convert_cmd(
     workers: int = typer.Option(1, "--workers", "-w", help="Parallel worker processes."),
     compression: str = typer.Option(None, "--compression", help="zstd, zstd:LEVEL, gz, bz2, br, snappy."),
     size_limit: str = typer.Option("64mb", "--size-limit", help="Shard size limit (bytes or 64mb, 100kb...)."),
-    hashes: str = typer.Option("sha1,xxh64", "--hashes", help="Comma-separated hash algorithms ('' for none)."),
+    hashes: str = typer.Option(None, "--hashes", help="Comma-separated hash algorithms (default xxh3_64; '' for none)."),
     columns: str = typer.Option(None, "--columns", help="NAME:ENCODING,... (default: inferred)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset at DST."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -49,7 +49,7 @@ def convert_cmd(
     from foundry.streaming.tools.convert import convert, parse_columns
 
     _json(json_out)
-    algos = [h.strip() for h in hashes.split(",") if h.strip()]
+    algos = None if hashes is None else [h.strip() for h in hashes.split(",") if h.strip()]
     with _progress("converting", "samples") as progress:
         result = convert(src, dst, columns=parse_columns(columns), compression=compression, hashes=algos,
                          size_limit=size_limit, workers=workers, exist_ok=overwrite, progress=progress)

@@ -148,7 +148,7 @@ def verify_dataset(url: str, progress: Progress | None = None) -> list[str]:
 
 
 def convert_to_mds(src: str | Path, dst: str, compression: str | None = None,
-                   hashes: tuple[str, ...] = ("sha1",), size_limit: int | str = "64mb",
+                   hashes: tuple[str, ...] | None = None, size_limit: int | str = "64mb",
                    progress: Callable[[int, int | None], None] | None = None) -> DatasetSummary:
     """Convert a JSONL/CSV file or an image folder into MDS at `dst` (`foundry dataset convert`)."""
     from foundry.streaming.tools.convert import convert
@@ -156,6 +156,6 @@ def convert_to_mds(src: str | Path, dst: str, compression: str | None = None,
     if not Path(src).expanduser().exists():
         raise ConfigError(f"{str(src)!r} does not exist")
     dst = str(dst) if "://" in str(dst) else str(Path(dst).expanduser().absolute())
-    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=list(hashes),
+    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=None if hashes is None else list(hashes),
             size_limit=size_limit, progress=progress)
     return inspect_dataset(_file_url(dst))

@@ -54,7 +54,7 @@ def _assert_untouched(tmp_path, before) -> None:
 def test_load_index_refuses_the_entry_and_names_the_dataset(poisoned):
     ds, _, bad = poisoned
     with pytest.raises(DataError) as err:
-        load_index((ds / "index.json").read_bytes())
+        load_index((ds / "index.json").read_bytes(), source=str(ds))
     assert f"{ds}/index.json shard 1" in err.value.message and repr(bad) in err.value.message
     assert err.value.exit_code == 2 and "\n" not in str(err.value)
 
