@@ -16,6 +16,7 @@ import numpy as np
 from foundry.plugins.errors import DataError, ObjectNotFoundError
 
 from ..format.compression import decompress_file
+from ..format.hashing import check_shard_file
 from ..format.index import INDEX_BASENAME, ShardInfo, load_index
 from ..format.reader import open_shard
 
@@ -35,11 +36,13 @@ def read_index(store) -> list[ShardInfo]:
 
 
 def fetch_shard(store, info: ShardInfo, workdir: str) -> list[str]:
-    """Download a shard's files into `workdir`, decompressed; returns their local raw paths."""
+    """Download a shard's files into `workdir`, checked against their fastest recorded hash and
+    decompressed; returns their local raw paths. A corrupt file raises rather than previewing garbage."""
     paths = []
     for f in info.files:
         remote_local = os.path.join(workdir, f.remote_basename)
         store.get_file(f.remote_basename, remote_local)
+        check_shard_file(remote_local, f.remote_hashes or {}, shard=f.remote_basename, dataset=store.url)
         raw_local = os.path.join(workdir, f.raw_basename)
         if f.zip_basename:
             decompress_file(info.compression, remote_local, raw_local)

@@ -85,3 +85,12 @@ def test_dataset_verify_names_the_flipped_shard(tmp_path, capsys):
     assert exit_.value.code == 1
     assert [b["shard"] for b in report["bad_shards"]] == [shards[3].remote_basename]
     assert any("xxh3_64 mismatch" in p for p in report["bad_shards"][0]["problems"])
+
+
+def test_dataset_inspect_refuses_to_preview_a_corrupt_shard(tmp_path, capsys):
+    shards = _write(tmp_path / "ds")
+    _flip_last_byte(tmp_path / "ds" / shards[0].raw_basename)
+    with pytest.raises(SystemExit) as exit_:
+        main(["dataset", "inspect", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and f"shard {shards[0].raw_basename} of " in err and "is corrupt" in err
