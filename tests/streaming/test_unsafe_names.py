@@ -100,3 +100,25 @@ def test_dataset_commands_refuse_with_one_line_and_exit_2(poisoned, tmp_path, ca
     assert len(err.splitlines()) <= 2 and repr(bad) in err and str(ds) in err, err  # message (+ hint line)
     _assert_untouched(tmp_path, before)
     assert victim.read_bytes() == VICTIM
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["loader", "verify", "inspect"])
+def test_an_index_on_s3_is_refused_the_same_way(poisoned, tmp_path, s3_bucket, capsys, command):
+    ds, victim, bad = poisoned
+    client = s3_bucket.client()
+    for path in ds.iterdir():
+        client.put_object(Bucket=s3_bucket.name, Key=f"ds/{path.name}", Body=path.read_bytes())
+    url = f"{s3_bucket.url}/ds"
+    before = _snapshot(tmp_path)
+    if command == "loader":
+        with pytest.raises(DataError, match="not a plain relative path"):
+            StreamingDataset(remote=url, local=str(tmp_path / "cache"), batch_size=2)
+        before["cache/index.json"] = _snapshot(tmp_path)["cache/index.json"]
+    else:
+        with pytest.raises(SystemExit) as exit_:
+            main(["dataset", command, url])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and repr(bad) in err and f"{url}/index.json" in err, err
+    _assert_untouched(tmp_path, before)
+    assert victim.read_bytes() == VICTIM
