@@ -83,14 +83,15 @@ def check_shard_file(path: str | os.PathLike, hashes: dict[str, str], *, shard: 
     """Raise a DataError naming the shard unless the local file matches its recorded hash.
 
     Called where a shard becomes visible to readers without having been checked on the way in (a
-    file already on disk). With `stamps` (a folder), a match is remembered per file, keyed by size
-    and mtime, so the other processes of a node skip the work; a rewritten file is checked again.
+    file already on disk). With `stamps` (a folder), a match is remembered per file, keyed by inode,
+    size and mtime, so the other processes of a node skip the work; a rewritten or replaced file is
+    checked again (bit rot under an unchanged mtime is left to `foundry dataset verify`).
     """
     algo = pick_hash(hashes, requested)
     if algo is None:
         return
     st = os.stat(path)
-    stamp = f"{algo}:{hashes[algo]}:{st.st_size}:{st.st_mtime_ns}"
+    stamp = f"{algo}:{hashes[algo]}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
     stamp_path = os.path.join(stamps, shard.replace("/", "__") + ".ok") if stamps is not None else None
     if stamp_path is not None:
         try:
