@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry.streaming.writer import MDSWriter
+from foundry.streaming.writer import JSONWriter, MDSWriter
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def samples(n=1500):
 MOSAIC = """
 import json, os, sys
 from pathlib import Path
-from streaming import MDSWriter, StreamingDataset
+from streaming import JSONWriter, MDSWriter, StreamingDataset
 exec(sys.argv[1])
 base, columns, compressions = Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 os.umask(0o022)
@@ -39,6 +39,11 @@ for c in compressions:
         with MDSWriter(out=str(out), columns=columns, compression=c, hashes=hashes, size_limit=1 << 16) as w:
             for s in samples():
                 w.write(s)
+# a split format too: data + meta files per shard, compressed
+with JSONWriter(out=str(base / "mosaic-json"), columns={"id": "int", "text": "str"}, compression="zstd",
+                size_limit=1 << 14) as w:
+    for s in samples():
+        w.write({"id": s["id"], "text": s["text"]})
 # mosaic reads what Foundry writes by default, validating the default hash on every shard
 counts = {}
 for remote in sorted(base.glob("foundry-*-default")):
@@ -94,3 +99,11 @@ def test_files_modes_index_and_bytes_match_mosaic(mosaic_peer, tmp_path, umask_0
             assert (tmp_path / "foundry-None-xxh3_64" / "index.json").read_bytes() == \
                 (tmp_path / "mosaic-None-xxh3_64" / "index.json").read_bytes()
         assert counts[ours.name] == list(range(1500)), c
+    scope: dict = {}
+    exec(SAMPLES, scope)
+    with JSONWriter(out=str(tmp_path / "foundry-json"), columns={"id": "int", "text": "str"}, compression="zstd",
+                    size_limit=1 << 14, hashes=[]) as w:
+        for s in scope["samples"]():
+            w.write({"id": s["id"], "text": s["text"]})
+    mine, peer = _files(tmp_path / "foundry-json"), _files(tmp_path / "mosaic-json")
+    assert mine == peer and {m for m, _ in mine.values()} == {0o644}  # names, modes and sizes
