@@ -34,6 +34,9 @@ def _progress(description: str, unit: str):
         yield update
 
 
+_TOKENIZING = "Tokenizing (LLM Foundry's --concat_tokens)"
+
+
 def convert_cmd(
     src: str = typer.Argument(..., help="A .jsonl, .csv or .tsv file, or a folder with one sub-folder per class "
                              "(with --tokenizer: .jsonl/.txt files, a folder of them, or a saved HF dataset)."),
@@ -41,25 +44,26 @@ def convert_cmd(
     workers: int = typer.Option(1, "--workers", "-w", help="Parallel worker processes."),
     compression: str = typer.Option(None, "--compression", help="zstd, zstd:LEVEL, gz, bz2, br, snappy."),
     size_limit: str = typer.Option("64mb", "--size-limit", help="Shard size limit (bytes or 64mb, 100kb...)."),
-    hashes: str = typer.Option(None, "--hashes", help="Comma-separated hash algorithms (default xxh3_64; '' for none)."),
+    hashes: str = typer.Option(None, "--hashes",
+                               help="Comma-separated hash algorithms (default xxh3_64; '' for none)."),
     columns: str = typer.Option(None, "--columns", help="NAME:ENCODING,... (default: inferred)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset at DST."),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenize text with this tokenizer.json (or its folder).",
-                                  rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                  rich_help_panel=_TOKENIZING),
     concat_tokens: int = typer.Option(None, "--concat-tokens", help="Tokens per sample (with --tokenizer).",
-                                      rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                      rich_help_panel=_TOKENIZING),
     eos_text: str = typer.Option("", "--eos-text", help="Text appended to every document, e.g. '<|endoftext|>'.",
-                                 rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                 rich_help_panel=_TOKENIZING),
     bos_text: str = typer.Option("", "--bos-text", help="Text put before every document.",
-                                 rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                 rich_help_panel=_TOKENIZING),
     no_wrap: bool = typer.Option(False, "--no-wrap", help="Drop the rest of a document instead of carrying it over.",
-                                 rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                 rich_help_panel=_TOKENIZING),
     keep_remainder: bool = typer.Option(False, "--keep-remainder", help="Write the last, shorter sample too "
-                                        "(dropped by default).", rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                        "(dropped by default).", rich_help_panel=_TOKENIZING),
     text_field: str = typer.Option("text", "--text-field", help="The JSON field or dataset column holding the text.",
-                                   rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                                   rich_help_panel=_TOKENIZING),
     split: str = typer.Option(None, "--split", help="The split of a saved Hugging Face DatasetDict.",
-                              rich_help_panel="Tokenizing (LLM Foundry's --concat_tokens)"),
+                              rich_help_panel=_TOKENIZING),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Convert JSONL, CSV/TSV or an image folder into an MDS dataset, or tokenize text (--tokenizer)."""

@@ -143,7 +143,8 @@ class ShardCache:
             if self._complete(i):
                 for f in self.files(i):  # on disk already, so not checked on the way in (integrity)
                     check_shard_file(self.local / f.raw_basename, f.raw_hashes or {}, shard=f.raw_basename,
-                                     dataset=self.name, requested=self.validate_hash, stamps=self.state_dir / "verified")
+                                     dataset=self.name, requested=self.validate_hash,
+                                     stamps=self.state_dir / "verified")
                 self._ready.add(i)
                 return path
             if self.remote is None:

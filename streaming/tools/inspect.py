@@ -127,6 +127,7 @@ def _safe_sample(reader, info: ShardInfo, i: int) -> dict[str, Any]:
     for name, enc, size in zip(info.column_names, info.column_encodings, sizes):
         size = next(var) if size is None else size
         data = raw[pos:pos + size]
-        out[name] = f"<{enc}: {size} bytes, not decoded>" if not get_encoding(enc).safe else get_encoding(enc).decode(data)
+        codec = get_encoding(enc)
+        out[name] = codec.decode(data) if codec.safe else f"<{enc}: {size} bytes, not decoded>"
         pos += size
     return out

@@ -34,7 +34,8 @@ def test_the_writer_records_xxh3_64_by_default(tmp_path, compression):
     for info in _write(tmp_path / "ds", compression):
         assert info.hashes == ["xxh3_64"] and set(info.raw_hashes) == {"xxh3_64"}
         assert compression is None or set(info.zip_hashes) == {"xxh3_64"}
-    with MDSWriter(out=str(tmp_path / "plain"), columns={"a": "int"}, hashes=[]) as w:  # opting out, as mosaic's default
+    # opting out, as mosaic's default
+    with MDSWriter(out=str(tmp_path / "plain"), columns={"a": "int"}, hashes=[]) as w:
         w.write({"a": 1})
     assert load_index((tmp_path / "plain" / "index.json").read_bytes())[0].hashes == []
 

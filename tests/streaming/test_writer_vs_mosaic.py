@@ -23,7 +23,8 @@ import numpy as np
 def samples(n=1500):
     rng = np.random.default_rng(0)
     for i in range(n):
-        yield {"id": i, "text": "hello world " * (i % 7), "tokens": rng.integers(0, 50000, 64 + i % 13).astype(np.int32)}
+        tokens = rng.integers(0, 50000, 64 + i % 13).astype(np.int32)
+        yield {"id": i, "text": "hello world " * (i % 7), "tokens": tokens}
 """
 
 MOSAIC = """
@@ -93,7 +94,8 @@ def test_files_modes_index_and_bytes_match_mosaic(mosaic_peer, tmp_path, umask_0
         b = json.loads((tmp_path / f"mosaic-{c}-xxh3_64" / "index.json").read_text())
         for entry in a["shards"] + b["shards"]:
             if entry["zip_data"]:
-                entry["zip_data"] = {"basename": entry["zip_data"]["basename"], "hashes": sorted(entry["zip_data"]["hashes"])}
+                zipped = entry["zip_data"]
+                entry["zip_data"] = {"basename": zipped["basename"], "hashes": sorted(zipped["hashes"])}
         assert a == b, c
         if c is None:
             assert (tmp_path / "foundry-None-xxh3_64" / "index.json").read_bytes() == \
