@@ -35,7 +35,7 @@ import torch
 from . import matrix_job
 from .matrix_job import Case
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CASES = [
     Case("sgd-plain-toy-sigterm", optimizer="sgd", loader="toy", mode="sigterm"),
@@ -142,7 +142,6 @@ WORLD_CASE = Case("world", optimizer="adamw", scheduler="warmup_cosine", clip=1.
                   mode="sigterm")
 
 
-@pytest.mark.slow
 def test_world_size_2_to_2_bitwise_and_2_to_1_same_batches(tmp_path, bucket_url):
     data = str(tmp_path / "data")
     matrix_job.write_dataset(data)
@@ -156,7 +155,9 @@ def test_world_size_2_to_2_bitwise_and_2_to_1_same_batches(tmp_path, bucket_url)
     # 2 -> 1 (in this process) from the paused checkpoint, then 2 -> 2 in a fresh torchrun
     one = dict(base, phase="second", run_dir=str(tmp_path / "r1"), out=str(tmp_path / "one-out"),
                save_url=f"{bucket_url}/world-1", load_path=f"{save}/ep0-ba{WORLD_CASE.stop_at}")
+    threads = torch.get_num_threads()
     matrix_job.run_job(one)
+    torch.set_num_threads(threads)
     second = dict(base, phase="second", run_dir=str(tmp_path / "r2"), out=str(tmp_path / "two-out"), save_url=save)
     proc = _run_jobs([second], tmp_path, "ws2-second", nproc=2)
     assert proc.returncode == 0, proc.stderr[-4000:]
