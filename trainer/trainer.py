@@ -39,7 +39,7 @@ from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
 from .precision import autocast, check_precision, make_grad_scaler
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
-from .signals import PauseRequest
+from .signals import PauseRequest, protect_workers
 from .time import Time, TimeUnit, Timestamp, crossed
 
 log = logging.getLogger("foundry.trainer")
@@ -187,6 +187,9 @@ class Trainer:
         self.resume()
         point, self._resume_point = self._resume_point, None
         self.pause.install()
+        protect_workers(self.train_dataloader)
+        if self.eval_dataloader is not None:
+            protect_workers(self.eval_dataloader)
         self.model.train()
         for event in self.checkpoints.take_events():
             self._record(event)

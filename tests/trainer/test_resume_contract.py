@@ -186,3 +186,46 @@ def test_checkpoint_published_fires_for_every_checkpoint(tmp_path):
     assert [r["checkpoint"] for r in rows if r.get("event") == "checkpoint_published"] == published
 
 
+
+
+PLAIN_LOADER_JOB = """
+import os, signal, sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+from foundry.trainer import Trainer
+
+class GroupSignal:
+    def batch_end(self, trainer):
+        if trainer.timestamp.batch == 2:  # to the group, workers included, as scancel --signal does,
+            import threading              # while the loop waits for data from the (slow) workers
+            threading.Timer(0.2, os.killpg, (os.getpgrp(), signal.SIGTERM)).start()
+
+def slow(batch):
+    import time
+    time.sleep(0.5)
+    return torch.utils.data.default_collate(batch)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    # spawn: workers do not inherit the trainer's signal handler, so only an explicit ignore saves them
+    loader = DataLoader(data, batch_size=4, num_workers=2, collate_fn=slow, multiprocessing_context="spawn")
+    t = Trainer(run_name="plain", model=torch.nn.Linear(8, 1), train_dataloader=loader, max_duration="12ba",
+                loss_fn=torch.nn.functional.mse_loss, save_folder=sys.argv[1], save_interval="100ba",
+                run_dir=sys.argv[2], device="cpu", progress_bar=False, callbacks=[GroupSignal()])
+    t.fit()
+"""
+
+
+def test_sigterm_to_the_process_group_pauses_with_plain_dataloader_workers(tmp_path):
+    import subprocess
+    import sys
+
+    from foundry.plugins.compute import PAUSED_EXIT_CODE
+
+    script = tmp_path / "job.py"
+    script.write_text(PLAIN_LOADER_JOB)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ck"), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert proc.returncode == PAUSED_EXIT_CODE, proc.stderr[-3000:]
+    assert "killed by signal" not in proc.stderr
+    assert store_ops.read_latest(open_store(str(tmp_path / "ck"))) is not None  # the pause checkpoint
