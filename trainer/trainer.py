@@ -178,12 +178,14 @@ class Trainer:
     def fit(self, max_duration: str | int | None = None) -> "Trainer":
         """Train until max_duration (given here or to the constructor), a stop() or a pause."""
         if max_duration is not None:
-            if self._resumed:
-                raise ConfigError("fit(max_duration=...) must come before resume()",
-                                  hint="give max_duration to the constructor instead")
             self.cfg.max_duration = max_duration
             self.cfg.check_duration()
-            self._setup_duration()
+            if self._resumed:  # training again: schedules already built keep the length they were built for
+                self.max_time = self.cfg.max_time
+            else:
+                self._setup_duration()
+        if not self.loggers and self.cfg.max_duration is not None:  # closed by a previous fit()
+            self.loggers = self._build_loggers(self._logger_specs, self._progress_bar)
         self.resume()
         point, self._resume_point = self._resume_point, None
         self.pause.install()

@@ -103,6 +103,10 @@ def test_max_duration_given_to_fit(tmp_path):
         t.fit()
     t.fit(max_duration="3ba")
     assert t.timestamp.batch == 3 and t.schedulers
+    t.fit(max_duration="5ba")  # and again, for longer: it continues
+    assert t.timestamp.batch == 5
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4, 5]
 
 
 def test_forward_that_returns_the_loss(tmp_path):
