@@ -355,6 +355,7 @@ class Trainer:
         else:
             self.checkpoints.save(self)
             self._published(self.checkpoints.wait())
+        self._record({"event": "paused", "checkpoint": self.checkpoints.last_saved if self.checkpoints.saver else None})
         self.callbacks.fire("fit_end", self)
         self._close()
         if self.env.is_main:

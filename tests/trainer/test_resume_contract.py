@@ -232,4 +232,6 @@ def test_sigterm_to_the_process_group_pauses_with_plain_dataloader_workers(tmp_p
                           capture_output=True, text=True, timeout=120, start_new_session=True)
     assert proc.returncode == PAUSED_EXIT_CODE, proc.stderr[-3000:]
     assert "killed by signal" not in proc.stderr
-    assert store_ops.read_latest(open_store(str(tmp_path / "ck"))) is not None  # the pause checkpoint
+    latest = store_ops.read_latest(open_store(str(tmp_path / "ck")))["checkpoint"]  # the pause checkpoint
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["checkpoint"] for r in rows if r.get("event") == "paused"] == [latest]
