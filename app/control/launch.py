@@ -10,6 +10,7 @@ torchrun. JobRequest.extra["setup_commands"] lists shell lines run once per node
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -47,6 +48,28 @@ def placement_for(spec: RunSpec, cluster: str | None = None, gpus: int | None = 
     if devices % nodes:
         raise ConfigError(f"gpus ({devices}) must be a multiple of nodes ({nodes})")
     return Placement(cluster or spec.compute.cluster or "local", nodes, devices, spec.compute.gpu_type)
+
+
+def check_capacity(provider: Any, place: Placement) -> None:
+    """Refuse a placement larger than the cluster, where the provider says how large it is."""
+    from foundry.plugins.errors import ConfigError
+
+    max_nodes = getattr(provider.capabilities, "max_nodes", None)
+    if max_nodes is not None and place.nodes > max_nodes:
+        raise ConfigError(f"cluster {place.cluster!r} runs on at most {max_nodes} node(s) (asked for {place.nodes})",
+                          hint="use fewer nodes (--nodes), or another cluster (--cluster)")
+    try:
+        desc = provider.describe() or {}
+    except Exception:  # capacity unknown (cluster unreachable now): the provider decides at launch
+        return
+    nodes, gpus = desc.get("nodes"), desc.get("gpus")
+    if isinstance(nodes, int) and nodes > 0 and place.nodes > nodes:
+        raise ConfigError(f"cluster {place.cluster!r} has {nodes} node(s); the run asks for {place.nodes}",
+                          hint="use fewer nodes (--nodes), or another cluster (--cluster)")
+    gpu_job = (place.gpu_type or "").lower() not in ("cpu", "none")
+    if isinstance(gpus, int) and gpus > 0 and gpu_job and place.devices > gpus:
+        raise ConfigError(f"cluster {place.cluster!r} has {gpus} GPU(s); the run asks for {place.devices}",
+                          hint="use fewer GPUs (--gpus), or another cluster (--cluster)")
 
 
 def job_command(spec: RunSpec) -> list[str]:

@@ -48,12 +48,13 @@ from foundry.plugins.compute import JobHandle, Plan
 from foundry.plugins.errors import ConfigError, FoundryError, ProviderError
 from foundry.plugins.manager import notify_run_event, secret_type_registry
 
+from foundry.app.names import check_name
 from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
 
 from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
-from .launch import Placement, build_request, placement_for
+from .launch import Placement, build_request, check_capacity, placement_for
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
@@ -81,6 +82,10 @@ class ControlPlane:
             spec = load_spec(spec)
         if any(v is not None for v in overrides.values()):
             spec = apply_overrides(spec, **overrides)
+        if spec.command is None:  # the built-in trainer: its parameters are checked now, not in the job
+            from foundry.trainer.parameters import check_parameters
+
+            check_parameters(spec.parameters)
         return spec
 
     def _check_refs(self, spec: RunSpec, cluster: str) -> None:
@@ -93,6 +98,7 @@ class ControlPlane:
     def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement,
               submit_dir: str | None = None) -> tuple[Any, Plan]:
         provider = self.clusters.provider(place.cluster)
+        check_capacity(provider, place)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
                                 gpu_cluster=_has_gpus(provider, place))
         request.extra["submit_dir"] = submit_dir or os.getcwd()
@@ -153,7 +159,7 @@ class ControlPlane:
         return idx
 
     def _run(self, name: str) -> RunInfo:
-        run = self.registry.get_run(name)
+        run = self.registry.get_run(check_name("run", name))
         if run is None:
             raise ConfigError(f"no run named {name!r}", hint="`foundry get runs` lists runs")
         return run

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -17,9 +16,9 @@ from foundry.plugins.errors import ConfigError, CredentialsError
 from foundry.plugins.manager import secret_type_registry
 from foundry.plugins.secrets import SecretInjection, SecretType
 
-from .models import SecretInfo
+from foundry.app.names import check_name, name_problem
 
-SECRET_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+from .models import SecretInfo
 
 
 def secret_type(kind: str) -> SecretType:
@@ -35,16 +34,14 @@ class SecretStore:
         self.dir = Path(directory)
 
     def _path(self, name: str) -> Path:
-        return self.dir / f"{name}.json"
+        return self.dir / f"{check_name('secret', name)}.json"  # every read, write and delete
 
     def _ensure_dir(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
 
     def create(self, name: str, kind: str, values: dict[str, str], overwrite: bool = False) -> SecretInfo:
-        if not SECRET_NAME_RE.match(name):
-            raise ConfigError(f"invalid secret name {name!r}",
-                              hint="use lowercase letters, digits and '-', at most 63 characters")
+        check_name("secret", name)
         stype = secret_type(kind)
         known = {f.name for f in stype.fields}
         unknown = sorted(set(values) - known)
@@ -98,6 +95,8 @@ class SecretStore:
             return []
         infos = []
         for path in sorted(self.dir.glob("*.json")):
+            if name_problem("secret", path.stem):
+                continue  # not one of ours (no name we write looks like that)
             record = self._read(path.stem)
             reg = secret_type_registry().get(record["kind"])
             infos.append(self._info(record, reg.value if reg else None))

@@ -25,7 +25,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+from foundry.app.names import NAME_RULE, name_problem
+
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -33,10 +34,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# Bounds far above any real cluster, so an absurd count is a one-line error, never a plan; a cluster
+# whose capacity is known is checked against it at launch (app/control/launch.check_capacity).
+MAX_DEVICES = 100_000
+MAX_NODES = 10_000
+
+
 class Compute(_Strict):
     cluster: str | None = None
-    gpus: int | None = Field(default=None, ge=0)     # total devices; on CPU clusters, processes
-    nodes: int = Field(default=1, ge=1)
+    gpus: int | None = Field(default=None, ge=0, le=MAX_DEVICES)   # total devices; on CPU clusters, processes
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES)
     gpu_type: str | None = None
     instance: str | None = None
 
@@ -108,11 +115,18 @@ class RunSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_RE.match(value):
-            raise ValueError(
-                f"{value!r} is not a valid run name: use lowercase letters, digits and '-', "
-                "start and end with a letter or digit, at most 63 characters"
-            )
+        problem = name_problem("run", value)
+        if problem:
+            raise ValueError(f"{problem}: {NAME_RULE}")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            problem = name_problem("secret", name)
+            if problem:
+                raise ValueError(f"{problem}: {NAME_RULE}")
         return value
 
     @field_validator("env_variables", mode="before")

@@ -86,7 +86,8 @@ def test_clusters(cli):
     assert cli("delete", "cluster", "box")[0] == 0
 
 
-def test_a_plan_the_provider_refuses_records_no_run(cli, tmp_path, cp):
+def test_a_plan_beyond_the_cluster_records_no_run(cli, tmp_path, cp):
+    # refused before the provider plans it (usage error, exit 2); the provider's own check is below it
     code, _, err = cli("run", "-f", spec_file(tmp_path, name="wide", command="true", compute={"gpus": 4, "nodes": 2}))
-    assert code == 1 and "local provider runs on one node" in err
+    assert code == 2 and "cluster 'local' runs on at most 1 node(s)" in err
     assert cp.list_runs() == []
