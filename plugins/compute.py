@@ -108,6 +108,13 @@ class ComputeProvider(Protocol):
     def describe(self) -> dict[str, Any]:
         """Devices, nodes and state of the cluster for `foundry get clusters`."""
 
+    # Optional (looked up with getattr; a provider without them gets the control plane's grace period):
+    # def launch_intent(self, plan: Plan) -> dict: JSON that finds this launch again (a job folder, a
+    #     token), recorded before `launch` is called.
+    # def reclaim(self, intent: dict) -> JobHandle | None: after the launching process died without
+    #     recording a handle: the job's handle if it was launched (the control plane adopts it), or
+    #     None only once the provider has made sure that launch can never run.
+
 
 # The trainer exits with this code after a graceful pause (checkpoint published).
 PAUSED_EXIT_CODE = 75

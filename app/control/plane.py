@@ -55,6 +55,7 @@ from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
 from .launch import Placement, build_request, check_capacity, placement_for
+from .launch_intent import launching_intent, planning_intent
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
@@ -126,21 +127,29 @@ class ControlPlane:
         place = placement_for(spec)
         self._check_refs(spec, place.cluster)
         self._plan(spec, "new", 0, place)  # a plan the provider refuses never becomes a run
+        # The run and its resumption 0 (with the launch intent) are born together, before anything
+        # starts: a CLI killed at any later moment leaves a run that reconcile settles (launch_intent.py).
         run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries,
-                                          submit_dir=os.getcwd())
+                                          submit_dir=os.getcwd(), first=self._resumption(place, "create"))
         self.emit(spec.name, "created", {"cluster": place.cluster})
-        self._launch(spec, run_id, place, cause="create")
+        self._launch(spec, run_id, place, cause="create", idx=0)
         return self.get_run(spec.name, reconcile=False)
 
-    def _launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str) -> int:
-        idx = self.registry.add_resumption(run_id, cluster=place.cluster, provider=self.clusters.config(
-            place.cluster)["provider"], nodes=place.nodes, devices=place.devices, cause=cause,
-            retry=cause == "retry")
+    def _resumption(self, place: Placement, cause: str) -> dict[str, Any]:
+        return dict(cluster=place.cluster, provider=self.clusters.config(place.cluster)["provider"],
+                    nodes=place.nodes, devices=place.devices, cause=cause, retry=cause == "retry",
+                    launch_intent=planning_intent())
+
+    def _launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str, idx: int | None = None) -> int:
+        if idx is None:
+            idx = self.registry.add_resumption(run_id, **self._resumption(place, cause))
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
         try:
             run = self.registry.get_run(spec.name, events=False)
             provider, plan = self._plan(spec, run_id, idx, place, run.submit_dir if run else None)
             self.paths.run_dir(spec.name).mkdir(parents=True, exist_ok=True)
+            # how to find the job if this process dies before its handle is recorded
+            self.registry.update_resumption(run_id, idx, launch_intent=launching_intent(provider, plan))
             handle = provider.launch(plan)
         except FoundryError as exc:
             self.registry.transition(run_id, idx, "pending", "failed", "failed",

@@ -3,6 +3,7 @@
 launch() starts `local_job` (setup steps, then torchrun over per-rank wrappers) in a new session, so
 the job outlives the CLI. Everything about a job lives in its job dir (JobRequest.log_dir):
   job.json, pid            what was launched, and the launcher's pid + start time
+  launch.claim             "started PID TIME" by the launcher, or "abandoned" by reclaim (local_claim.py)
   job.log                  launcher output and every rank's output prefixed "[rank N]"
   ranks/rank-N.log|.exit   one process's output and exit status
   exit.json                the final state, written by the launcher
@@ -30,6 +31,8 @@ from typing import Any, Iterator
 
 from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
 from foundry.plugins.errors import ProviderError
+
+from .local_claim import CLAIM_FILE, claim_launch
 
 
 class LocalProvider:
@@ -82,10 +85,30 @@ class LocalProvider:
             env = {k: v.replace(mount.path, str(target)) for k, v in env.items()}
         return env
 
+    def launch_intent(self, plan: Plan) -> dict[str, Any]:
+        """Where `reclaim` finds this launch if the launching process dies before it has a handle."""
+        return {"job_dir": str(self._job_dir(plan.request))}
+
+    def reclaim(self, intent: dict[str, Any]) -> JobHandle | None:
+        """The handle of the job launched into intent["job_dir"], or None once it can never start.
+
+        The launcher (local_job) claims the job folder as its first act; here the claim is taken for
+        "abandoned" when nobody holds it, so a launcher that starts late exits without running."""
+        job_dir = Path(intent["job_dir"])
+        owner = claim_launch(job_dir, "abandoned") if job_dir.is_dir() else "abandoned"
+        if owner == "abandoned":
+            return None
+        pid, created = (int(owner.split()[1]), float(owner.split()[2]))
+        job = json.loads((job_dir / "job.json").read_text())
+        return JobHandle(provider=self.name, cluster=self.cluster, job_id=job["job_id"],
+                         data={"job_dir": str(job_dir), "pid": pid, "create_time": created})
+
     def launch(self, plan: Plan) -> JobHandle:
         request = plan.request
         job_dir = self._job_dir(request)
         job_dir.mkdir(parents=True, exist_ok=True)
+        if (job_dir / CLAIM_FILE).exists():
+            raise ProviderError(f"local: job folder {job_dir} was already launched", hint="run dryrun again")
         job_id = f"local-{uuid.uuid4().hex[:8]}"
         command = list(request.command)
         if command and command[0].endswith(".py"):  # a script: run it with this interpreter (as slurm does)

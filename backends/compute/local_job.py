@@ -16,6 +16,7 @@ SIGTERM to this process group (a graceful stop) reaches torchrun, which forwards
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from foundry.plugins.compute import PAUSED_EXIT_CODE
 
+from .local_claim import claim_launch
 from .local_rank import write_atomic
 
 
@@ -62,6 +64,10 @@ def classify(codes: dict[int, int | None], nprocs: int, stop_requested: bool) ->
 
 
 def main(job_dir: Path) -> int:
+    owner = f"started {os.getpid()} {_create_time()}"
+    if claim_launch(job_dir, owner) != owner:  # the control plane gave this launch up (local_claim.py)
+        print("[launcher] this launch was abandoned by the control plane; not starting", flush=True)
+        return 0
     job = json.loads((job_dir / "job.json").read_text())
     stop_flag = job_dir / "stop-requested"
     signal.signal(signal.SIGTERM, lambda *_: None)  # torchrun (same group) handles the stop
@@ -93,6 +99,12 @@ def main(job_dir: Path) -> int:
                                                     "ranks": codes}))
     print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)
     return 0
+
+
+def _create_time() -> float:
+    import psutil
+
+    return psutil.Process(os.getpid()).create_time()
 
 
 if __name__ == "__main__":
