@@ -91,6 +91,15 @@ class SlurmProvider:
                   "run_id": request.run_id, "resumption": request.resumption},
         )
 
+    # ---- a launch whose launcher died before recording the job id (reclaim.py)
+    def launch_intent(self, plan: Plan) -> dict[str, Any]:
+        return {"job_dir": plan.request.extra["slurm_job_dir"]}
+
+    def reclaim(self, intent: dict[str, Any]) -> JobHandle | None:
+        from .reclaim import reclaim
+
+        return reclaim(self, intent)
+
     # ---- observing
     def _squeue(self, job_id: str | None = None) -> dict[str, dict[str, str]]:
         argv = ["squeue", "-h", "--states=all", "-o", _SQUEUE_FORMAT]

@@ -26,6 +26,7 @@ from .config import SlurmConfig
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 COMMENT_PREFIX = "foundry"
+CLAIM_FILE = "launch.claim"   # "job ID" (taken by the batch script) or "abandoned" (reclaim.py)
 
 
 def secret_path(job_dir: str, path: str) -> str:
@@ -111,6 +112,16 @@ if [ -n "$failed" ] && [ "$rc" != 0 ]; then rc=$failed
 elif [ "$paused" = 1 ]; then rc={PAUSED_EXIT_CODE}; fi"""
 
 
+def claim_snippet() -> str:
+    """The job claims its folder first: a launch the control plane abandoned (its launcher died
+    before recording the job) never runs; a requeued job finds its own claim and goes on."""
+    return f"""claim="$FOUNDRY_JOB_DIR/{CLAIM_FILE}"
+echo "job $SLURM_JOB_ID" > "$claim.$SLURM_JOB_ID" && ln "$claim.$SLURM_JOB_ID" "$claim" 2>/dev/null; rm -f "$claim.$SLURM_JOB_ID"
+if [ "$(cat "$claim" 2>/dev/null)" != "job $SLURM_JOB_ID" ]; then
+  echo "foundry: this launch was abandoned by the control plane; not running"; exit 0
+fi"""
+
+
 def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
     if request.nodes < 1 or request.procs_per_node < 1:
         raise ConfigError("nodes and processes per node must be at least 1")
@@ -163,6 +174,7 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
 {secret_lines}
 set -uo pipefail
 export FOUNDRY_JOB_DIR={q(job_dir)}
+{claim_snippet()}
 set -a; source "$FOUNDRY_JOB_DIR/env.sh"; set +a   # env + secrets, mode 0600
 export RUN_NAME={q(request.run_name)} RUN_ID={q(request.run_id)} RESUMPTION_INDEX={request.resumption}
 export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
