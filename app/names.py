@@ -40,6 +40,11 @@ def check_name(kind: str, name: object) -> str:
     return name  # type: ignore[return-value]
 
 
+# Environment variable names (env_variables keys, env secrets' keys): what every shell accepts.
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME_RULE = "letters, digits and '_', not starting with a digit (e.g. HF_TOKEN)"
+
+
 def to_name(text: str, fallback: str = "dataset") -> str:
     """A valid name made from free text (a URL's last parts): lowercase, other characters -> '-'."""
     slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")

@@ -16,7 +16,7 @@ from foundry.plugins.errors import ConfigError, CredentialsError
 from foundry.plugins.manager import secret_type_registry
 from foundry.plugins.secrets import SecretInjection, SecretType
 
-from foundry.app.names import check_name, name_problem
+from foundry.app.names import ENV_NAME_RE, ENV_NAME_RULE, check_name, name_problem
 
 from .models import SecretInfo
 
@@ -52,6 +52,10 @@ class SecretStore:
         missing = [f.name for f in stype.fields if f.required and f.name not in values]
         if missing:
             raise ConfigError(f"secret type {kind!r} needs {', '.join(missing)}")
+        bad = [k for k in stype.inject(name, values).env if not ENV_NAME_RE.match(k)]
+        if bad:  # variable names only: a name is never a secret value
+            raise ConfigError(f"{kind} secret {name!r}: {', '.join(map(repr, bad))} is not a valid environment "
+                              "variable name", hint=ENV_NAME_RULE)
         self._ensure_dir()
         path = self._path(name)
         if path.exists() and not overwrite:

@@ -20,14 +20,12 @@ MASTER_ADDR and MASTER_PORT set; integrations run once per node before it.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from foundry.app.names import NAME_RULE, name_problem
+from foundry.app.names import ENV_NAME_RE as ENV_KEY_RE, NAME_RULE, name_problem
 
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Strict(BaseModel):
