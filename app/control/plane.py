@@ -59,6 +59,7 @@ from .launch_intent import launching_intent, planning_intent
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
+from .secret_vault import choose_vault
 from .secrets import SecretStore, mask
 
 log = logging.getLogger("foundry.control")
@@ -71,7 +72,8 @@ class ControlPlane:
         self.paths = FoundryPaths.resolve(home)
         self.registry = Registry(self.paths.registry)
         self.clusters = Clusters(self.paths.clusters_file)
-        self.secrets = SecretStore(self.paths.secrets_dir)
+        self.secrets = SecretStore(self.paths.secrets_dir,
+                                   choose_vault(os.environ.get("FOUNDRY_SECRET_STORE"), self.paths.home))
 
     # --- specs --------------------------------------------------------------------------------
     def _spec(self, spec: RunSpec | dict | str | os.PathLike, **overrides: Any) -> RunSpec:

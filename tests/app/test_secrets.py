@@ -169,3 +169,63 @@ def test_aws_files_errors_name_the_file_and_profile_not_values(tmp_path):
     (tmp_path / "bad").write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError, match="not UTF-8"):
         s3_values_from_aws_files(tmp_path / "bad", None)
+
+
+@pytest.fixture
+def os_keyring(tmp_path):
+    """A real keyring backend (keyrings.alt's file backend) in tmp_path, set for this test only."""
+    keyring = pytest.importorskip("keyring")
+    alt = pytest.importorskip("keyrings.alt.file")
+    backend = alt.PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring.cfg")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_keyring_store_keeps_secret_values_out_of_the_file(os_keyring, monkeypatch):
+    from foundry.app.control import ControlPlane
+
+    monkeypatch.setenv("FOUNDRY_SECRET_STORE", "keyring")
+    cp = ControlPlane()
+    info = cp.create_secret("r2", "s3", {"access_key_id": ACCESS, "secret_access_key": SECRET, "region": "auto"})
+    assert info.fields == ["access_key_id", "region", "secret_access_key"] and info.public == {"region": "auto"}
+    record = (cp.paths.secrets_dir / "r2.json").read_text()
+    assert SECRET not in record and ACCESS not in record and '"vault": "keyring"' in record
+    assert os.stat(cp.paths.secrets_dir / "r2.json").st_mode & 0o777 == 0o600
+    assert cp.secrets.injection("r2").env["AWS_SECRET_ACCESS_KEY"] == SECRET
+    monkeypatch.setenv("FOUNDRY_SECRET_STORE", "file")     # stored in the keyring: still found there
+    assert ControlPlane().secrets.injection("r2").env["AWS_ACCESS_KEY_ID"] == ACCESS
+    assert [i.name for i in ControlPlane().list_secrets()] == ["r2"]
+    ControlPlane().delete_secret("r2")
+    assert os_keyring.get_password(f"foundry:{cp.paths.home}", "r2") is None
+
+
+@pytest.mark.parametrize("missing", ["package", "backend"])
+def test_keyring_asked_for_but_missing_falls_back_to_the_0600_file(monkeypatch, missing):
+    from foundry.app.control import ControlPlane
+
+    if missing == "package":
+        monkeypatch.setitem(sys.modules, "keyring", None)   # `import keyring` raises ImportError
+    else:
+        keyring = pytest.importorskip("keyring")
+        from keyring.backends import fail
+
+        previous = keyring.get_keyring()
+        keyring.set_keyring(fail.Keyring())
+    try:
+        monkeypatch.setenv("FOUNDRY_SECRET_STORE", "keyring")
+        cp = ControlPlane()
+        cp.create_secret("hf", "env", {"key": "HF_TOKEN", "value": TOKEN})
+        path = cp.paths.secrets_dir / "hf.json"
+        assert TOKEN in path.read_text() and os.stat(path).st_mode & 0o777 == 0o600
+        assert cp.secrets.injection("hf").env == {"HF_TOKEN": TOKEN}
+    finally:
+        if missing == "backend":
+            keyring.set_keyring(previous)
+    monkeypatch.setenv("FOUNDRY_SECRET_STORE", "vault")
+    with pytest.raises(ConfigError, match="is not one of file, keyring"):
+        ControlPlane()
