@@ -35,6 +35,10 @@ class Capabilities:
     graceful_stop: bool = True
     max_nodes: int | None = None
     gpu_types: tuple[str, ...] = ()
+    # What a run spec may ask for; the control plane refuses what a provider cannot do (never ignores it).
+    images: bool = False                 # runs the spec's container `image` (kubernetes)
+    gpu_type_selection: bool = False     # places on a `gpu_type` (slurm gres, kubernetes node selector)
+    launch_modes: tuple[str, ...] = ("per_process",)   # + "per_node": JobRequest.extra["launch"]
 
 
 @dataclass
@@ -51,7 +55,9 @@ class JobRequest:
     run_name: str
     run_id: str
     resumption: int
-    command: list[str]              # argv run on every node under torchrun/srun
+    command: list[str]              # argv: once per process under torchrun, or once per node
+                                    # when extra["launch"] == "per_node" (NODE_RANK, NUM_NODES,
+                                    # LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR/PORT set)
     nodes: int = 1
     procs_per_node: int = 1         # devices (GPUs, or CPU processes) per node
     gpus_per_node: int = 0

@@ -72,6 +72,23 @@ def check_capacity(provider: Any, place: Placement) -> None:
                           hint="use fewer GPUs (--gpus), or another cluster (--cluster)")
 
 
+def check_support(provider: Any, place: Placement, spec: RunSpec) -> None:
+    """Refuse what the spec asks and the cluster cannot do: an image, a GPU type, a launch mode."""
+    from foundry.plugins.errors import ConfigError
+
+    caps, kind = provider.capabilities, getattr(provider, "name", "?")
+    if spec.image and not getattr(caps, "images", False):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot run container image {spec.image!r}",
+                          hint="remove `image` (the job uses the cluster's own environment), or use a kubernetes cluster")
+    if (place.gpu_type or "").lower() not in ("", "cpu", "none") and not getattr(caps, "gpu_type_selection", False):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot choose GPU type {place.gpu_type!r}",
+                          hint="remove `gpu_type` (or set it to cpu), or use a slurm/kubernetes cluster")
+    mode = spec.launch_mode
+    if mode not in getattr(caps, "launch_modes", ("per_process",)):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot start the command once per node "
+                          f"(launch: {mode})", hint="set `launch: per_process` (the command then runs once per device)")
+
+
 def job_command(spec: RunSpec) -> list[str]:
     if spec.command is None:
         return list(DEFAULT_TRAINER_COMMAND)
@@ -105,5 +122,5 @@ def build_request(paths: FoundryPaths, secrets: SecretStore, spec: RunSpec, run_
         gpus_per_node=place.procs_per_node if gpu_cluster else 0, gpu_type=place.gpu_type,
         image=spec.image, env=env, secret_files=files,
         log_dir=str(paths.resumption_dir(spec.name, resumption)),
-        extra={"setup_commands": setup, "priority": spec.scheduling.priority},
+        extra={"setup_commands": setup, "priority": spec.scheduling.priority, "launch": spec.launch_mode},
     )

@@ -54,7 +54,7 @@ from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
 from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
-from .launch import Placement, build_request, check_capacity, placement_for
+from .launch import Placement, build_request, check_capacity, check_support, placement_for
 from .launch_intent import launching_intent, planning_intent
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
@@ -102,6 +102,7 @@ class ControlPlane:
               submit_dir: str | None = None) -> tuple[Any, Plan]:
         provider = self.clusters.provider(place.cluster)
         check_capacity(provider, place)
+        check_support(provider, place, spec)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
                                 gpu_cluster=_has_gpus(provider, place))
         request.extra["submit_dir"] = submit_dir or os.getcwd()

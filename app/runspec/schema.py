@@ -3,7 +3,7 @@
 The modern form (mcli's newer shape):
 
     name: tiny-gpt
-    image: python:3.11              # containers on kubernetes/clouds; ignored by local and slurm
+    image: python:3.11              # containers on kubernetes; refused by clusters that cannot run one
     command: python -m foundry.examples.gpt.train    # or a list (argv); or omit and give `parameters`
     parameters: {...}               # trainer config, passed to the job as FOUNDRY_PARAMETERS (YAML)
     compute: {cluster: local, gpus: 2, nodes: 1, gpu_type: a100, instance: ...}
@@ -15,7 +15,10 @@ The modern form (mcli's newer shape):
     scheduling: {max_retries: 2, priority: medium}
 
 `command` runs once per process (rank) under torchrun, with RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT set; integrations run once per node before it.
+MASTER_ADDR and MASTER_PORT set, unless it starts the ranks itself as mcli YAML does (composer,
+torchrun, ...): then once per node (`launch:` in launch_mode.py). Integrations run once per node
+before it. `image` and `gpu_type` are honoured where the cluster can (kubernetes; slurm gres) and
+refused elsewhere, never ignored.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from foundry.app.names import ENV_NAME_RE as ENV_KEY_RE, NAME_RULE, name_problem
+
+from .launch_mode import resolve_launch
 
 
 
@@ -109,6 +114,12 @@ class RunSpec(_Strict):
     secrets: list[str] = Field(default_factory=list)
     integrations: list[Integration] = Field(default_factory=list)
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    launch: Literal["auto", "per_process", "per_node"] = "auto"   # see launch_mode.py
+
+    @property
+    def launch_mode(self) -> str:
+        """per_process or per_node: `launch`, with auto resolved from the command."""
+        return resolve_launch(self.launch, self.command)
 
     @field_validator("name")
     @classmethod

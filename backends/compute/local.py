@@ -44,8 +44,8 @@ class LocalProvider:
         gpus = self.config.get("gpus")
         if gpus is None:  # autodetect: a machine with an NVIDIA driver has GPUs
             gpus = shutil.which("nvidia-smi") is not None
-        self.capabilities = Capabilities(multi_node=False, gpus=bool(gpus),
-                                         preemption_notice=False, graceful_stop=True, max_nodes=1)
+        self.capabilities = Capabilities(multi_node=False, gpus=bool(gpus), preemption_notice=False,
+                                         graceful_stop=True, max_nodes=1, launch_modes=("per_process", "per_node"))
 
     # --- planning -----------------------------------------------------------------------------
     def _job_dir(self, request: JobRequest) -> Path:
@@ -59,13 +59,18 @@ class LocalProvider:
             raise ProviderError(f"the local provider runs on one node (asked for {request.nodes})",
                                 hint="use nodes: 1, or a slurm/kubernetes cluster")
         job_dir = self._job_dir(request)
-        torchrun = (f"torchrun --standalone --nnodes=1 --nproc_per_node={request.procs_per_node} "
-                    f"--no-python {shlex.join(request.command)}")
+        if request.extra.get("launch") == "per_node":   # the command starts its ranks itself (mcli)
+            command = (f"NODE_RANK=0 NUM_NODES=1 LOCAL_WORLD_SIZE={request.procs_per_node} "
+                       f"WORLD_SIZE={request.procs_per_node} MASTER_ADDR=127.0.0.1 {shlex.join(request.command)}")
+        else:
+            command = (f"torchrun --standalone --nnodes=1 --nproc_per_node={request.procs_per_node} "
+                       f"--no-python {shlex.join(request.command)}")
         setup = request.extra.get("setup_commands", [])
-        artifacts = {"command": torchrun, "job_dir": str(job_dir)}
+        artifacts = {"command": command, "job_dir": str(job_dir)}
         if setup:
             artifacts["setup"] = "\n".join(setup)
-        summary = f"local: {request.procs_per_node} process(es) under torchrun on this machine, logs in {job_dir}"
+        how = ("the command once (it starts them)" if request.extra.get("launch") == "per_node" else "under torchrun")
+        summary = f"local: {request.procs_per_node} process(es), {how} on this machine, logs in {job_dir}"
         return Plan(provider=self.name, request=request, summary=summary, artifacts=artifacts)
 
     # --- launching ----------------------------------------------------------------------------
@@ -114,7 +119,8 @@ class LocalProvider:
         if command and command[0].endswith(".py"):  # a script: run it with this interpreter (as slurm does)
             command = [sys.executable, *command]
         job = {"job_id": job_id, "run_name": request.run_name, "nprocs": request.procs_per_node,
-               "command": command, "setup_commands": request.extra.get("setup_commands", [])}
+               "command": command, "setup_commands": request.extra.get("setup_commands", []),
+               "launch": request.extra.get("launch", "per_process")}
         (job_dir / "job.json").write_text(json.dumps(job, indent=2))
         env = {**os.environ, **self._place_secret_files(request, job_dir)}
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -180,10 +186,11 @@ class LocalProvider:
             os.killpg(pid, signal.SIGTERM if graceful else signal.SIGKILL)
         except ProcessLookupError:
             return
-        if not graceful:  # ranks live in torchrun's sessions: kill them too
-            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):
+        if not graceful:  # each rank's command leads its own process group (local_rank): kill the group,
+            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):   # so what it started dies with it
                 try:
-                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                    rank_pid = int(pidfile.read_text())
+                    os.killpg(rank_pid, signal.SIGKILL)
                 except (ProcessLookupError, ValueError, PermissionError):
                     pass
 

@@ -17,7 +17,7 @@ def spec_file(tmp_path, **spec):
 
 def test_dry_run_prints_normalized_legacy_spec_and_plan(cli, tmp_path):
     path = tmp_path / "legacy.yaml"
-    path.write_text("run_name: legacy\ngpu_num: 2\ncluster: local\nimage: python:3.11\ncommand: echo hi\n")
+    path.write_text("run_name: legacy\ngpu_num: 2\ncluster: local\ncommand: echo hi\n")
     code, out, _ = cli("run", "-f", str(path), "--dry-run", "--name", "renamed")
     assert code == 0
     assert "name: renamed" in out and "gpus: 2" in out and "run_name" not in out

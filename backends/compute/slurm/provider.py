@@ -42,7 +42,8 @@ class SlurmProvider:
     """One Slurm cluster. `SlurmProvider({"partition": ..., "ssh_host": ...})`."""
 
     name = "slurm"
-    capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True)
+    capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True,
+                                gpu_type_selection=True, launch_modes=("per_process", "per_node"))
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         self.config = SlurmConfig.from_dict(cluster_config)

@@ -161,6 +161,12 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
         "--max_restarts=0", "--no-python", "bash", q(str(d / "rank.sh")),
     ]
     torchrun_line = " ".join(t if t.startswith("--") or t == "bash" else q(t) for t in torchrun)
+    node_env = ""
+    if request.extra.get("launch") == "per_node":   # mcli: the command runs once per node, starts its ranks
+        node_cmd = f'export RANK=$SLURM_NODEID NODE_RANK=$SLURM_NODEID; exec bash {q(str(d / "rank.sh"))} "$@"'
+        torchrun_line = f"bash -c {q(node_cmd)} foundry-node"
+        node_env = ('export NUM_NODES=$NNODES LOCAL_WORLD_SIZE=$NPROC_PER_NODE '
+                    'WORLD_SIZE=$(( NNODES * NPROC_PER_NODE ))   # launch: per_node (mcli)')
     command = " ".join(q(a) for a in worker_argv(request, cfg))
     setup = "\n".join([*cfg.setup, setup_snippet(request, '"$FOUNDRY_JOB_DIR/exit_code"')]).strip()
     path_line = f'export PATH={q(str(PurePosixPath(cfg.python).parent))}:"$PATH"' if cfg.python.startswith("/") else ""
@@ -183,6 +189,7 @@ export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
 export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 export MASTER_PORT=$(( {cfg.rdzv_port_base} + SLURM_JOB_ID % 10000 ))
 export NNODES=$SLURM_JOB_NUM_NODES NPROC_PER_NODE={request.procs_per_node}
+{node_env}
 echo "foundry: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 foundry_pause() {{  # SIGTERM once to every worker (not torchrun): they checkpoint and exit {PAUSED_EXIT_CODE}
