@@ -56,7 +56,8 @@ def check_capacity(provider: Any, place: Placement) -> None:
 
     max_nodes = getattr(provider.capabilities, "max_nodes", None)
     if max_nodes is not None and place.nodes > max_nodes:
-        raise ConfigError(f"cluster {place.cluster!r} runs on at most {max_nodes} node(s) (asked for {place.nodes})",
+        most = "one node" if max_nodes == 1 else f"at most {max_nodes} nodes"
+        raise ConfigError(f"cluster {place.cluster!r} runs on {most} (asked for {place.nodes})",
                           hint="use fewer nodes (--nodes), or another cluster (--cluster)")
     try:
         desc = provider.describe() or {}

@@ -9,7 +9,9 @@ and from several processes at once; every error is a FoundryError with a one-lin
 Runs
 - create_run(spec, *, name=None, cluster=None, gpus=None, nodes=None) -> RunInfo
       `spec`: a RunSpec, a dict, or a path to run.yaml. Records the run, plans it on its cluster,
-      launches resumption 0. ConfigError for a bad spec, an unknown cluster or secret, a taken name.
+      launches resumption 0. ConfigError for a bad spec, an unknown cluster or secret, a taken name,
+      a placement beyond the cluster, or an image/gpu_type/launch mode the cluster cannot honour.
+      Every resumption is recorded with a launch intent before anything starts (launch_intent.py).
 - dry_run(spec, **same overrides) -> DryRun: the normalized spec and the provider's plan, secrets masked.
 - list_runs(reconcile=True) -> list[RunInfo] (newest first, without events).
 - get_run(name, reconcile=True) -> RunInfo with resumptions (oldest first) and events.
@@ -55,7 +57,7 @@ from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
 from .launch import Placement, build_request, check_capacity, check_support, placement_for
-from .launch_intent import launching_intent, planning_intent
+from .launch_intent import launcher_alive, launching_intent, planning_intent
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
@@ -243,6 +245,10 @@ class ControlPlane:
     def _handle(self, run: RunInfo, idx: int) -> JobHandle:
         data = self.registry.handle(run.id, idx)
         if data is None:
+            launcher = (self.registry.launch_intent(run.id, idx) or {}).get("launcher") or {}
+            if launcher and launcher_alive(launcher):
+                raise ProviderError(f"resumption {idx} of run {run.name!r} is being launched by process "
+                                    f"{launcher.get('pid')} right now", hint="try again in a moment")
             raise ProviderError(f"resumption {idx} of run {run.name!r} was never launched")
         return JobHandle(**data)
 

@@ -3,7 +3,9 @@
 WAL journal, a busy timeout, and every write in one `BEGIN IMMEDIATE` transaction: a process killed
 mid-transaction leaves no partial row (SQLite rolls the journal back), and two writers queue on the
 database lock instead of failing. State transitions are compare-and-set (`transition`) so that two
-reconcilers never both act on the same resumption. Nothing secret is ever stored here.
+reconcilers never both act on the same resumption. A resumption is inserted with its launch intent
+(who launches it, and later how to find its job) before anything starts, and a run with its first
+resumption in one transaction (see launch_intent.py). Nothing secret is ever stored here.
 """
 
 from __future__ import annotations

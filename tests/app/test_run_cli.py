@@ -89,5 +89,5 @@ def test_clusters(cli):
 def test_a_plan_beyond_the_cluster_records_no_run(cli, tmp_path, cp):
     # refused before the provider plans it (usage error, exit 2); the provider's own check is below it
     code, _, err = cli("run", "-f", spec_file(tmp_path, name="wide", command="true", compute={"gpus": 4, "nodes": 2}))
-    assert code == 2 and "cluster 'local' runs on at most 1 node(s)" in err
+    assert code == 2 and "cluster 'local' runs on one node (asked for 2)" in err
     assert cp.list_runs() == []
