@@ -95,7 +95,8 @@ def probe(cp, tmp_path: Path, point: str, cluster: str) -> str:
     outcome = run.status
     if run.status == "failed":   # abandoned: it must never start, and resume starts exactly one copy
         assert "launch was interrupted" in (run.latest.exit_reason or ""), run.latest
-        time.sleep(3)            # a launcher Popen'd just before the kill would have started by now
+        if point not in ("after-create", "before-launch"):   # nothing was started before those
+            time.sleep(3)        # a launcher Popen'd just before the kill would have started by now
         assert live_jobs(marks) == [], "an abandoned launch is running"
         run = cp.resume_run(name)
         idx = run.latest.index
@@ -124,7 +125,7 @@ def test_kill_the_cli_during_a_local_launch(cp, tmp_path, point):
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", [p for p in POINTS if p != "none"])   # the local control run suffices
 def test_kill_the_cli_during_a_slurm_launch(cp, tmp_path, slurm_cluster, point):
     config = slurm_cluster.provider_config(tmp_path / "slurm-jobs")
     config.pop("name"), config.pop("provider")
@@ -137,7 +138,7 @@ def test_kill_the_cli_during_a_slurm_launch(cp, tmp_path, slurm_cluster, point):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.5, 1.0, 1.5, 2.0, 2.5])
+@pytest.mark.parametrize("delay", [0.7, 1.4, 2.1])
 def test_kill_the_cli_at_arbitrary_moments(cp, tmp_path, delay):
     """No patching: a plain `foundry run` SIGKILLed after `delay` seconds, wherever it is then."""
     name = f"sweep-{int(delay * 10)}"
