@@ -50,6 +50,10 @@ def placement_for(spec: RunSpec, cluster: str | None = None, gpus: int | None = 
     return Placement(cluster or spec.compute.cluster or "local", nodes, devices, spec.compute.gpu_type)
 
 
+CPU_OVERSUBSCRIPTION = 8     # CPU processes per core a CPU-only node may be asked to run
+MIN_CPU_PROCESSES = 16
+
+
 def check_capacity(provider: Any, place: Placement) -> None:
     """Refuse a placement larger than the cluster, where the provider says how large it is."""
     from foundry.plugins.errors import ConfigError
@@ -71,6 +75,13 @@ def check_capacity(provider: Any, place: Placement) -> None:
     if isinstance(gpus, int) and gpus > 0 and gpu_job and place.devices > gpus:
         raise ConfigError(f"cluster {place.cluster!r} has {gpus} GPU(s); the run asks for {place.devices}",
                           hint="use fewer GPUs (--gpus), or another cluster (--cluster)")
+    cpus = desc.get("cpus")
+    if not gpus and isinstance(cpus, int) and cpus > 0 and isinstance(nodes, int) and nodes > 0:
+        most = max(MIN_CPU_PROCESSES, CPU_OVERSUBSCRIPTION * (cpus // nodes))
+        if place.procs_per_node > most:   # CPU processes: some oversubscription is fine, thousands are not
+            raise ConfigError(f"cluster {place.cluster!r} has {cpus // nodes} CPU(s) per node; "
+                              f"{place.procs_per_node} processes per node is more than {most}",
+                              hint="use fewer processes (--gpus is the total on a CPU cluster)")
 
 
 def check_support(provider: Any, place: Placement, spec: RunSpec) -> None:

@@ -119,7 +119,8 @@ def test_anchors_a_real_spec_uses_still_work(cli, tmp_path):
     ("name: g\ncommand: echo\ncompute: {gpus: 1000000000000000000000000000000}\n", (), "compute.gpus: must be less"),
     ("name: g\ncommand: echo\n", ("--gpus", "99999999999999999999"), "compute.gpus: must be less"),
     ("name: g\ncommand: echo\n", ("--nodes", "99999999999999999999"), "compute.nodes: must be less"),
-    ("name: g\ncommand: echo\n", ("--nodes", "2"), "runs on one node (asked for 2)"),   # above the cluster's capacity
+    ("name: g\ncommand: echo\n", ("--nodes", "2"), "runs on one node (asked for 2)"),
+    ("name: g\ncommand: echo\n", ("--gpus", "5000"), "5000 processes per node is more than"),  # CPU capacity   # above the cluster's capacity
     ("name: g\ncommand: echo\n", ("--nodes", "0"), "compute.nodes"),
     ("name: g\ncommand: echo\nbogus: 1\n", (), "bogus: unknown key"),
     ("name: g\ncommand: echo\nenv_variables: !!python/object/apply:os.system ['true']\n", (), "invalid YAML"),
