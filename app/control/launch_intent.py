@@ -103,6 +103,18 @@ def resolve(cp: "ControlPlane", run: "RunInfo", res: "Resumption") -> str | None
     return None
 
 
+def reclaim_after_error(provider: Any, intent: dict[str, Any] | None) -> JobHandle | None:
+    """After provider.launch raised: the job's handle if the launch got far enough to start one."""
+    reclaim = getattr(provider, "reclaim", None)
+    if not intent or intent.get("job") is None or not callable(reclaim):
+        return None
+    try:
+        return reclaim(intent["job"])
+    except Exception as exc:  # the original error is the one to report
+        log.warning("could not check for a half-launched job: %s", exc)
+        return None
+
+
 def _fail(cp: "ControlPlane", run: "RunInfo", res: "Resumption", reason: str) -> str | None:
     if cp.registry.transition(run.id, res.index, res.state, "failed", "failed",
                               {"resumption": res.index, "reason": reason},

@@ -57,7 +57,7 @@ from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
 from .launch import Placement, build_request, check_capacity, check_support, placement_for
-from .launch_intent import launcher_alive, launching_intent, planning_intent
+from .launch_intent import launcher_alive, launching_intent, planning_intent, reclaim_after_error
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
@@ -149,24 +149,29 @@ class ControlPlane:
         if idx is None:
             idx = self.registry.add_resumption(run_id, **self._resumption(place, cause))
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
+        provider, intent = None, None
         try:
             run = self.registry.get_run(spec.name, events=False)
             provider, plan = self._plan(spec, run_id, idx, place, run.submit_dir if run else None)
             self.paths.run_dir(spec.name).mkdir(parents=True, exist_ok=True)
             # how to find the job if this process dies before its handle is recorded
-            self.registry.update_resumption(run_id, idx, launch_intent=launching_intent(provider, plan))
+            intent = launching_intent(provider, plan)
+            self.registry.update_resumption(run_id, idx, launch_intent=intent)
             handle = provider.launch(plan)
-        except FoundryError as exc:
-            self.registry.transition(run_id, idx, "pending", "failed", "failed",
-                                     {**details, "reason": exc.message}, ended_at=time.time(),
-                                     exit_reason=f"launch failed: {exc.message}")
-            self.emit(spec.name, "failed", {**details, "reason": exc.message})
-            raise
         except Exception as exc:
-            reason = f"launch failed: {type(exc).__name__}: {exc}"
-            self.registry.transition(run_id, idx, "pending", "failed", "failed", {**details, "reason": reason},
-                                     ended_at=time.time(), exit_reason=reason)
-            raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc
+            # a launch that failed half-way (an sbatch that timed out after submitting) may have a job:
+            # adopt it, or make sure it never runs, before reporting the failure
+            handle = reclaim_after_error(provider, intent)
+            if handle is None:
+                message = exc.message if isinstance(exc, FoundryError) else f"{type(exc).__name__}: {exc}"
+                self.registry.transition(run_id, idx, "pending", "failed", "failed",
+                                         {**details, "reason": message}, ended_at=time.time(),
+                                         exit_reason=f"launch failed: {message}")
+                self.emit(spec.name, "failed", {**details, "reason": message})
+                if isinstance(exc, FoundryError):
+                    raise
+                raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc
+            log.warning("launching %s raised (%s), but its job %s exists: adopted", spec.name, exc, handle.job_id)
         self.registry.update_resumption(run_id, idx, handle=_handle_dict(handle), job_id=handle.job_id)
         self.registry.add_event(run_id, "launched", idx, {**details, "job_id": handle.job_id})
         self.emit(spec.name, "launched", {**details, "job_id": handle.job_id})

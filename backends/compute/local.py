@@ -32,7 +32,9 @@ from typing import Any, Iterator
 from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
 from foundry.plugins.errors import ProviderError
 
-from .local_claim import CLAIM_FILE, claim_launch
+from .local_claim import CLAIM_FILE, claim_launch, read_claim
+
+CLAIM_WAIT_S = 30.0   # how long reclaim waits for a launcher that runs to claim its folder
 
 
 class LocalProvider:
@@ -100,13 +102,31 @@ class LocalProvider:
         The launcher (local_job) claims the job folder as its first act; here the claim is taken for
         "abandoned" when nobody holds it, so a launcher that starts late exits without running."""
         job_dir = Path(intent["job_dir"])
-        owner = claim_launch(job_dir, "abandoned") if job_dir.is_dir() else "abandoned"
+        if not job_dir.is_dir():
+            return None
+        owner = read_claim(job_dir)
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while owner is None and self._launcher_started(job_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)   # its launcher runs and is about to claim the folder: let it
+            owner = read_claim(job_dir)
+        if owner is None:
+            owner = claim_launch(job_dir, "abandoned")
         if owner == "abandoned":
             return None
         pid, created = (int(owner.split()[1]), float(owner.split()[2]))
         job = json.loads((job_dir / "job.json").read_text())
         return JobHandle(provider=self.name, cluster=self.cluster, job_id=job["job_id"],
                          data={"job_dir": str(job_dir), "pid": pid, "create_time": created})
+
+    @staticmethod
+    def _launcher_started(job_dir: Path) -> bool:
+        """Whether the pid file names a live launcher (its process exists, with that start time)."""
+        try:
+            pid, created = (job_dir / "pid").read_text().split()
+            now = _create_time(int(pid))
+            return now is not None and (created == "None" or abs(now - float(created)) < 1.0)
+        except (OSError, ValueError):
+            return False
 
     def launch(self, plan: Plan) -> JobHandle:
         request = plan.request

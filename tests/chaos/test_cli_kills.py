@@ -185,3 +185,29 @@ def test_a_slurm_job_submitted_after_its_launch_was_abandoned_never_runs(slurm_c
     out = "\n".join(provider.logs(handle))
     assert "abandoned by the control plane; not running" in out and job_pids(marks) == []
     assert provider.status(handle).state is JobState.COMPLETED
+
+
+@pytest.mark.slow
+def test_a_launch_that_raises_after_starting_its_job_adopts_it(cp, tmp_path, monkeypatch):
+    """provider.launch raising half-way (an sbatch that timed out after submitting): the job is found
+    and adopted, not left running behind a 'failed' run."""
+    from foundry.backends.compute.local import LocalProvider
+    from foundry.plugins.errors import ProviderError
+
+    real_launch = LocalProvider.launch
+
+    def launch_then_fail(self, plan):
+        real_launch(self, plan)
+        raise ProviderError("the launcher's answer was lost")
+
+    monkeypatch.setattr(LocalProvider, "launch", launch_then_fail)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "job.py").write_text(JOB)
+    run = cp.create_run({"name": "half", "command": [sys.executable, str(tmp_path / "job.py")],
+                         "env_variables": {"MARKS": str(marks)}})
+    assert run.status in ("pending", "running") and run.latest.job_id
+    wait_for(lambda: job_pids(marks), 90, what="the adopted job started")
+    cp.stop_run("half", graceful=False)
+    cp.wait("half", timeout=90)
+    wait_for(lambda: live_jobs(marks) == [], 30, what="every job process ended")
