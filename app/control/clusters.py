@@ -21,6 +21,7 @@ from foundry.plugins.errors import ConfigError
 from foundry.plugins.manager import compute_registry
 
 from foundry.app.names import check_name
+from foundry.app.runspec.yaml_limits import safe_load_limited
 
 from .models import ClusterInfo
 
@@ -33,11 +34,8 @@ class Clusters:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         data: Any = {}
-        if self.path.exists():
-            try:
-                data = yaml.safe_load(self.path.read_text()) or {}
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"{self.path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        if self.path.exists():   # edited by hand: read with the run spec's limits (aliases, size, UTF-8)
+            data = safe_load_limited(self.path.read_bytes(), str(self.path)) or {}
         clusters = data.get("clusters", {}) if isinstance(data, dict) else None
         if not isinstance(clusters, dict):
             raise ConfigError(f"{self.path}: `clusters` must be a mapping of name -> {{provider: ...}}")

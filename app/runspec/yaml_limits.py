@@ -53,7 +53,7 @@ def _expanded_size(root: yaml.Node, source: str) -> int:
         total = 1 + sum(sizes.get(id(c), 1) for c in children)
         if total > MAX_VALUES:
             raise ConfigError(f"{source}: the YAML expands to more than {MAX_VALUES:,} values "
-                              "(aliases used over and over?)", hint="write the spec out without nested aliases")
+                              "(aliases used over and over?)", hint="write the file out without nested aliases")
         sizes[id(node)] = total
         open_nodes.discard(id(node))
     return sizes[id(root)]
@@ -62,7 +62,7 @@ def _expanded_size(root: yaml.Node, source: str) -> int:
 def safe_load_limited(raw: bytes | str, source: str) -> Any:
     """The YAML document in `raw` as Python data (SafeLoader), or a one-line ConfigError."""
     if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{source}: {len(raw):,} bytes is too large for a run spec (limit {MAX_BYTES:,})")
+        raise ConfigError(f"{source}: {len(raw):,} bytes is too large for a Foundry YAML file (limit {MAX_BYTES:,})")
     text = decode_utf8(raw, source) if isinstance(raw, bytes) else raw
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
