@@ -96,6 +96,14 @@ def test_yaml_alias_bomb_is_refused_before_it_expands(foundry_proc, tmp_path, cp
     nothing_written(cp)
 
 
+def test_oversized_spec_and_a_bomb_in_clusters_yaml_are_refused(cli, cp, tmp_path):
+    big = spec_file(tmp_path, "name: big\ncommand: echo\n# " + "x" * (5 << 20) + "\n")
+    assert "is too large for a Foundry YAML file" in one_line_error(*cli("run", "-f", big, "--dry-run")[::2])
+    cp.paths.clusters_file.write_text(BOMB)
+    assert "expands to more than" in one_line_error(*cli("get", "clusters")[::2])
+    nothing_written(cp)
+
+
 def _in_process(tmp_path, text):
     from foundry.app.cli.main import main
 
