@@ -112,5 +112,19 @@ def test_image_and_gpu_type_are_honoured_or_refused(cli, cp, tmp_path):
     cp.create_cluster("k8s", "kubernetes", {"namespace": "ml", "context": "none"})
     code, out, err = run(image="img:1", compute={"cluster": "k8s", "gpus": 1})
     assert code == 0 and "image: img:1" in out, err
-    code, _, err = run(image="img:1", command="composer t.py", compute={"cluster": "k8s", "gpus": 1})
-    assert code == 2 and "cannot start the command once per node" in err and "launch: per_process" in err
+    code, out, err = run(image="img:1", command="composer t.py", compute={"cluster": "k8s", "gpus": 4, "nodes": 2})
+    assert code == 0 and "export NODE_RANK=$JOB_COMPLETION_INDEX" in out and "WORLD_SIZE=4" in out, err
+    assert "torch.distributed.run" not in out       # the command starts the ranks, not Foundry
+    code, out, err = run(image="img:1", command="python t.py", compute={"cluster": "k8s", "gpus": 2})
+    assert code == 0 and "torch.distributed.run" in out and "NODE_RANK" not in out, err
+    # a provider that cannot start a command once per node refuses it
+    from foundry.plugins.compute import Capabilities
+    from foundry.backends.compute.kubernetes.provider import KubernetesProvider
+
+    caps = KubernetesProvider.capabilities
+    try:
+        KubernetesProvider.capabilities = Capabilities(multi_node=True, images=True)
+        code, _, err = run(image="img:1", command="composer t.py", compute={"cluster": "k8s", "gpus": 1})
+        assert code == 2 and "cannot start the command once per node" in err and "launch: per_process" in err
+    finally:
+        KubernetesProvider.capabilities = caps
