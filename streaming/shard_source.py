@@ -39,12 +39,17 @@ class DatasetShards:
         self._schedule = schedule
         self._lookahead = schedule.lookahead(window) if schedule is not None else 0
         self._downloaded_seen = -1
+        self._opening: set[int] = set()
 
     def ensure(self, shard: int) -> Any:
         return self._locator.ensure(shard)
 
     def open(self, shard: int) -> Any:
-        return self._readers.open(shard)
+        self._opening.add(shard)  # not evicted between being made local and being mapped
+        try:
+            return self._readers.open(shard)
+        finally:
+            self._opening.discard(shard)
 
     def after_fetch(self, where: Callable[[], tuple[set[int], int]]) -> None:
         if self._evictor.limit is None:
@@ -55,6 +60,6 @@ class DatasetShards:
 
             def now() -> tuple[set[int], int]:
                 keep, position = where()
-                return keep, self._schedule.tick(position) if self._schedule is not None else 0
+                return keep | self._opening, self._schedule.tick(position) if self._schedule is not None else 0
 
             self._evictor.maybe_evict(now, self._schedule, self._lookahead)

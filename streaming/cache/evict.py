@@ -70,13 +70,17 @@ class Evictor:
         with FileLock(str(lock_dir / "evict.lock")):
             used = 0
             candidates = []
-            keep, tick = protect() if callable(protect) else (protect, 0)
-            keep = set(keep)
+            present = []
             for g, (cache, i) in enumerate(self._index):
                 size = cache.present_bytes(i)
-                if not size:
-                    continue
-                used += size
+                if size:
+                    used += size
+                    present.append(g)
+            # asked after the scan: a shard that appeared during it is one a reader is opening now
+            keep, tick = protect() if callable(protect) else (protect, 0)
+            keep = set(keep)
+            for g in present:
+                cache, i = self._index[g]
                 if cache.evictable and g not in keep:
                     candidates.append((cache.last_used(i) or 0.0, g))
             if used <= self.limit:
