@@ -21,6 +21,7 @@ from foundry.plugins.errors import CheckpointError
 
 from . import store_ops
 from .format import Manifest, checkpoint_name, digest_file
+from .state import gather_full
 
 
 class CheckpointSaver:
@@ -86,7 +87,8 @@ class CheckpointSaver:
     def _run(self, name: str, state: dict, extra: dict, meta: dict) -> None:
         try:
             staging = self.staging_root / name
-            if self.layout == "full":
+            if self.layout == "full":  # FSDP shards are gathered here, off the training thread
+                state = gather_full(state, self.ckpt_group, keep=self.rank == 0)
                 files = self._write_full(staging, state, extra) if self.rank == 0 else []
             else:
                 files = self._write_sharded(staging, state, extra)
@@ -126,8 +128,8 @@ class CheckpointSaver:
         import warnings
 
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
-        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group,
-                 no_dist=not (dist.is_available() and dist.is_initialized()))
+        alone = self.world_size == 1 or not (dist.is_available() and dist.is_initialized())
+        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
         files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
         if self.rank == 0:
             path = staging / "extra.pt"
