@@ -83,22 +83,23 @@ class HostBuffers:
         if self._reserving is not None:
             self._reserving.join()
             self._reserving = None
-        seen: dict[int, Any] = {}
+        seen: dict[tuple, Any] = {}
         dtensor = _dtensor_type()
         on_device = False
 
         def visit(node: Any, path: str) -> Any:
             nonlocal on_device
             if isinstance(node, torch.Tensor):
-                if id(node) in seen:
-                    return seen[id(node)]
-                local = node._local_tensor if dtensor is not None and isinstance(node, dtensor) else node
+                key = _alias_key(node)
+                if key in seen:
+                    return seen[key]
+                local = _local(node)
                 src = local.detach()
                 on_device |= src.device.type != "cpu"
                 buf = self._buffer(path, src)
                 buf.copy_(src, non_blocking=self.pin)
                 out = dtensor(buf, node._spec, requires_grad=False) if local is not node else buf
-                seen[id(node)] = out
+                seen[key] = out
                 return out
             if isinstance(node, dict):
                 return {k: visit(v, f"{path}/{k}") for k, v in node.items()}
@@ -112,20 +113,34 @@ class HostBuffers:
         return out
 
 
-def _meta(t: torch.Tensor) -> torch.Tensor:
+def _local(t: torch.Tensor) -> torch.Tensor:
     dtensor = _dtensor_type()
-    local = t._local_tensor if dtensor is not None and isinstance(t, dtensor) else t
+    return t._local_tensor if dtensor is not None and isinstance(t, dtensor) else t
+
+
+def _alias_key(t: torch.Tensor) -> tuple:
+    """Same key for two tensors that are views of the same memory with the same layout: a state
+    dict names a tied weight twice, as two tensor objects over one storage."""
+    local = _local(t)
+    if local.is_sparse:
+        return ("sparse", id(t))
+    return (local.device, local.untyped_storage().data_ptr(), local.storage_offset(), tuple(local.shape),
+            tuple(local.stride()), local.dtype)
+
+
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    local = _local(t)
     return torch.empty(local.shape, dtype=local.dtype, device="meta")
 
 
 def _leaves(tree: Any, path: str = ""):
     """(path, tensor) for every tensor, each shared tensor once: the paths HostBuffers.copy uses."""
-    seen: set[int] = set()
+    seen: set[tuple] = set()
 
     def walk(node, path):
         if isinstance(node, torch.Tensor):
-            if id(node) not in seen:
-                seen.add(id(node))
+            if _alias_key(node) not in seen:
+                seen.add(_alias_key(node))
                 yield path, node
         elif isinstance(node, dict):
             for k, v in node.items():
