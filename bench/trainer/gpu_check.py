@@ -41,11 +41,12 @@ def gpt_config(tiny: bool):
 
 
 def gpt_run(data: str, tmp: Path, name: str, device: str, precision: str, parallelism: str, tiny: bool,
-            steps: int, warmup: int) -> dict:
+            steps: int, warmup: int, ranks: int = 1) -> dict:
     """Train the GPT example for `steps`; medians of tokens/s and MFU after `warmup` steps."""
     from examples.gpt.train import build_trainer
 
-    cfg, batch = gpt_config(tiny)
+    cfg, per_rank = gpt_config(tiny)
+    batch = per_rank * ranks
     run_dir = tmp / f"run-{name}"
     trainer = build_trainer(data, None, run_name=f"gpu-check-{name}", max_duration=f"{steps}ba",
                             global_batch=batch, eval_interval=f"{steps * 10}ba", run_dir=str(run_dir),
@@ -74,6 +75,7 @@ def main() -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="small sizes: check the script itself (e.g. on CPU)")
     p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--cpu-ranks", type=int, default=0, help="with --device cpu: check the torchrun part on N CPU ranks")
     a = p.parse_args()
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device here: run on a GPU machine, or pass --tiny --device cpu", file=sys.stderr)
@@ -117,23 +119,23 @@ def main() -> int:
                       f"{r['steady_s'] * 1e3:.1f} ms", f"{r['steady_ratio']:.2f}x",
                       "met" if max(r["first_ratio"], r["steady_ratio"]) <= 1.5 else "NOT met"] for r in rows])
 
-        gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+        gpus = torch.cuda.device_count() if device.type == "cuda" else a.cpu_ranks
         if gpus > 1:
             out = tmp / "multi.json"
-            code = ("import json,sys; sys.path.insert(0, sys.argv[1]); sys.argv=sys.argv[:1]+sys.argv[2:];"
-                    "from bench.trainer.gpu_check import gpt_run; from pathlib import Path;"
-                    "import torch.distributed as d;"
-                    f"r = gpt_run({data!r}, Path({str(tmp)!r}), 'fsdp-{gpus}gpu', 'cuda', 'auto', 'fsdp', False, {steps}, {warmup});"
-                    f"(d.get_rank() == 0) and Path({str(out)!r}).write_text(json.dumps(r))")
+            code = (f"import json, sys\nsys.path[:0] = [{str(HERE)!r}, {str(ROOT)!r}]\n"
+                    "from pathlib import Path\nimport torch.distributed as d\nfrom gpu_check import gpt_run\n"
+                    f"r = gpt_run({data!r}, Path({str(tmp)!r}), 'fsdp-{gpus}gpu', {a.device!r}, 'auto', 'fsdp', {a.tiny}, "
+                    f"{steps}, {warmup}, ranks={gpus})\n"
+                    f"if d.get_rank() == 0:\n    Path({str(out)!r}).write_text(json.dumps(r))\n")
             script = tmp / "multi.py"
             script.write_text(code)
             proc = subprocess.run([str(Path(sys.executable).parent / "torchrun"), f"--nproc_per_node={gpus}",
-                                   "--standalone", str(script), str(ROOT)], capture_output=True, text=True)
+                                   "--standalone", str(script)], capture_output=True, text=True)
             if proc.returncode != 0 or not out.exists():
-                print(proc.stderr[-3000:], file=sys.stderr)
+                print(proc.stdout[-2000:] + proc.stderr[-6000:], file=sys.stderr)
                 return 1
             r = json.loads(out.read_text())
-            print_table(f"FSDP on {gpus} GPUs (torchrun)", ["tokens/s", "MFU", "tied"],
+            print_table(f"FSDP on {gpus} {device.type} ranks (torchrun)", ["tokens/s", "MFU", "tied"],
                         [[f"{r['tokens_per_sec']:,.0f}", "n/a" if r["mfu"] is None else f"{r['mfu']:.1%}", r["tied"]]])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
