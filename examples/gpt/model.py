@@ -98,3 +98,9 @@ class GPT(nn.Module):
             idx = torch.cat([idx, nxt], 1)
         self.train()
         return bytes(idx[0].tolist())
+
+
+def build_gpt(**config) -> GPT:
+    """A factory for run specs' `parameters` (`model: foundry.examples.gpt.model:build_gpt`)."""
+    torch.manual_seed(17)
+    return GPT(GPTConfig(**config))

@@ -56,6 +56,15 @@ def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt"
         config={"model": vars(model.cfg), "data": data, "global_batch": global_batch}, **trainer_kwargs)
 
 
+def train_loader(data: str, global_batch: int = 16, cache_dir: str = "data-cache") -> StreamingDataLoader:
+    """A factory for run specs' `parameters` (`train_dataloader: foundry.examples.gpt.train:train_loader`)."""
+    env = DistEnv.detect()
+    per_rank = global_batch // env.world_size
+    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=f"{cache_dir}/train-rank{env.rank}",
+                             shuffle=True, shuffle_seed=17, batch_size=per_rank, num_canonical_nodes=1)
+    return StreamingDataLoader(train, batch_size=per_rank, num_workers=0)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="URL of the MDS dataset written by prep.py")

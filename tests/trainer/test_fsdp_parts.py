@@ -109,3 +109,30 @@ def test_peak_and_mfu():
     assert peak_flops(None, "bf16", True) is None
     assert mfu(1e6, 6e8, 989e12, 8) == pytest.approx(1e6 * 6e8 / (989e12 * 8))
     assert mfu(1e6, None, 989e12, 8) is None and mfu(1e6, 6e8, None, 1) is None
+
+
+def test_run_yaml_parameters_choose_precision_and_fsdp(tmp_path, monkeypatch):
+    """examples/runs/gpt-parameters.yaml through the trainer's parameter path (tiny, file://, CPU):
+    precision and parallelism are plain settings there."""
+    import yaml
+
+    from foundry.trainer.__main__ import build_from_parameters
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from examples.gpt.prep import prepare
+    finally:
+        sys.path.remove(str(ROOT))
+    spec = yaml.safe_load((ROOT / "examples" / "runs" / "gpt-parameters.yaml").read_text())
+    params = spec["parameters"]
+    assert params["precision"] == "auto" and params["parallelism"] == "fsdp"
+    data = f"file://{tmp_path}/data"
+    prepare(data, max_mb=0.02, block_size=8)
+    params.update(model_args={"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 8}, max_duration="2ba",
+                  train_dataloader_args={"data": data, "global_batch": 4, "cache_dir": str(tmp_path / "cache")},
+                  save_folder=f"file://{tmp_path}/ckpt/{{run_name}}", parallelism="none", device="cpu",  # FSDP: test_fsdp.py
+                  run_dir=str(tmp_path / "run"), progress_bar=False, run_name="gpt-params")
+    trainer = build_from_parameters(params)
+    assert trainer.cfg.precision == "fp32"  # "auto" on CPU
+    trainer.fit()
+    assert (tmp_path / "ckpt" / "gpt-params" / "latest").exists()
