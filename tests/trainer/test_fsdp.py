@@ -74,14 +74,17 @@ def world(tmp_path_factory, s3_server):
          "pause_at": 3}], env)
     paused = f"{s3}/ep0-ba4"
     runs["one"] = launch(1, data, out, [
-        {"name": "fsdp1", "parallelism": "fsdp", "load_path": paused},
-        {"name": "plain_from_fsdp_full", "parallelism": "none", "load_path": f"{fsdp_full}/ep0-ba4"}], env)
+        {"name": "fsdp1", "parallelism": "fsdp", "load_path": paused, "save_folder": f"file://{root}/one-sharded",
+         "layout": "sharded"},
+        {"name": "plain_from_fsdp_full", "parallelism": "none", "load_path": f"{fsdp_full}/ep0-ba4"},
+        {"name": "fsdp1_from_ddp", "parallelism": "fsdp", "load_path": f"{ddp_full}/ep0-ba4",
+         "save_folder": f"file://{root}/one-full", "layout": "full"}], env)
     runs["two"] = launch(2, data, out, [
         {"name": "fsdp2", "parallelism": "fsdp", "load_path": paused},
         {"name": "ddp_from_fsdp", "parallelism": "ddp", "load_path": paused},
         {"name": "fsdp_from_ddp", "parallelism": "fsdp", "load_path": f"{ddp_full}/ep0-ba4"}], env)
     runs["three"] = launch(3, data, out, [{"name": "fsdp3", "parallelism": "fsdp", "load_path": paused}], env)
-    return {"out": out, "runs": runs, "s3": s3, "s3_options": s3_server.options()}
+    return {"out": out, "runs": runs, "s3": s3, "s3_options": s3_server.options(), "root": root}
 
 
 def _ok(world, run: str) -> None:
@@ -124,9 +127,18 @@ def test_resume_on_1_2_3_ranks_continues_the_losses(world, run, name, world_size
     assert got["tied_at_start"] and got["tied"]
 
 
-@pytest.mark.parametrize("name", ["ddp_from_fsdp", "fsdp_from_ddp", "plain_from_fsdp_full"])
+def test_fsdp_alone_saves_both_layouts(world):
+    """FSDP in one process (world size 1, no torchrun) writes its final checkpoint in either layout."""
+    _ok(world, "one")
+    for folder in ("one-sharded", "one-full"):
+        store = open_store(f"file://{world['root']}/{folder}")
+        assert store_ops.read_latest(store)["checkpoint"] == f"ep0-ba{gpt_job.STEPS}"
+        assert store_ops.read_manifest(store, f"ep0-ba{gpt_job.STEPS}").world_size == 1
+
+
+@pytest.mark.parametrize("name", ["ddp_from_fsdp", "fsdp_from_ddp", "plain_from_fsdp_full", "fsdp1_from_ddp"])
 def test_fsdp_and_ddp_checkpoints_load_into_each_other(world, name):
-    _ok(world, "two" if name != "plain_from_fsdp_full" else "one")
+    _ok(world, "two" if name in ("ddp_from_fsdp", "fsdp_from_ddp") else "one")
     got, ddp = result(world["out"], name), result(world["out"], "ddp")
     assert got["resumed_from"] == "ep0-ba4"
     assert_losses(got["losses"], ddp["losses"], range(5, gpt_job.STEPS + 1))
