@@ -32,7 +32,8 @@ def _owns(prefix: str, name: str) -> bool:
 
 def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The modules to shard before the root: the children of every outermost ModuleList/ModuleDict
-    that hold parameters, minus any whose parameters are tied to a parameter outside it."""
+    that hold parameters (without one, the root's children), minus any whose parameters are tied to
+    a parameter outside it."""
     units: list[tuple[str, nn.Module]] = []
     claimed: list[str] = []
     for name, module in model.named_modules():
@@ -43,6 +44,8 @@ def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
             for child_name, child in module.named_children():
                 if any(True for _ in child.parameters()):
                     units.append((f"{name}.{child_name}", child))
+    if not units:  # no block list (e.g. an nn.Sequential): the top-level children with parameters
+        units = [(name, child) for name, child in model.named_children() if any(True for _ in child.parameters())]
     ties = tied_groups(model)
     kept = []
     for name, module in units:

@@ -51,6 +51,11 @@ def test_a_block_tied_outside_itself_is_left_to_the_root():
     assert [name for name, _ in shard_units(model)] == ["layers.0"]
 
 
+def test_without_a_block_list_the_top_level_children_are_units():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    assert [name for name, _ in shard_units(model)] == ["0", "2"]
+
+
 def test_check_ties_refuses_a_silent_untie():
     model = gpt()
     ties = tied_groups(model)
