@@ -82,7 +82,8 @@ def run_layout(layout: str, a, tmp: Path) -> dict:
     t = Trainer(run_name=f"stall-{layout}", model=model, train_dataloader=batches, max_duration=f"{steps}ba",
                 loss_fn=torch.nn.functional.mse_loss, save_folder=f"file://{tmp}/ckpt-{layout}",
                 save_interval=f"{every}ba", checkpoint_layout=layout, device=a.device, parallelism=a.parallelism,
-                run_dir=str(tmp / f"run-{layout}"), progress_bar=False, console_log_interval=10**9, callbacks=[Record()], save_overwrite=True)
+                run_dir=str(tmp / f"run-{layout}"), progress_bar=False, console_log_interval=10**9,
+                callbacks=[Record()], save_overwrite=True)
     t.fit()
     state_bytes = sum(_local_bytes(x) for x in (t.model, t.optimizers))
     ratios = [s / c for s, c in zip(stalls, copies)]
@@ -120,7 +121,8 @@ def main() -> None:
         return
     print(f"\n{a.device}, parallelism {a.parallelism}, MLP {params / 1e6:.1f}M params + AdamW "
           f"(~{rows[0]['state_mb']:.0f} MB of state), {a.saves} saves per layout, medians")
-    print("| layout | plain host copy | stall, first save | ratio (paired) | stall, later saves | ratio (paired, median) |\n|---|---|---|---|---|---|")
+    print("| layout | plain host copy | stall, first save | ratio (paired) | stall, later saves "
+          "| ratio (paired, median) |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['layout']} | {r['copy_s'] * 1e3:.1f} ms | {r['first_s'] * 1e3:.1f} ms | {r['first_ratio']:.2f}x | "
               f"{r['steady_s'] * 1e3:.1f} ms | {r['steady_ratio']:.2f}x |")
