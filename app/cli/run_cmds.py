@@ -107,7 +107,8 @@ def loss_curve(rows: list[dict], width: int = 48) -> str | None:
 def _run_row(run) -> dict:
     return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
             "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
-            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M")}
+            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M"),
+            "why": (run.latest.exit_reason or "") if run.latest and run.status in ("failed", "lost") else ""}
 
 
 def get_runs(json_out: bool = json_option()) -> None:
@@ -118,7 +119,7 @@ def get_runs(json_out: bool = json_option()) -> None:
         sink.emit([r.to_dict() for r in runs])
     else:
         sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "resumptions",
-                                                         "created"])
+                                                         "created", "why"])
 
 
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:

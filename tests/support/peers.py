@@ -84,6 +84,15 @@ def _uv() -> str | None:
     return str(beside) if beside.exists() else shutil.which("uv")
 
 
+def _torch_wheel_dirs() -> list[str]:
+    """Folders of wheels named by pip's configuration that hold the torch 2.13.0 file: uv may take
+    torch from there (from an index, the same version is the multi-GB CUDA build)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                          capture_output=True, text=True)
+    dirs = (proc.stdout if proc.returncode == 0 else os.environ.get("PIP_FIND_LINKS", "")).split()
+    return [d for d in dirs if list(Path(d).glob("torch-2.13.0*.whl"))]
+
+
 def _pip(python: Path, *args: str, progress: bool = False, what: str = "", uv: bool = True) -> None:
     """Install into the venv of `python`; torch goes through pip (pip's config may name a local wheel)."""
     uv_bin = _uv() if uv else None
@@ -118,7 +127,9 @@ def _build_mosaic_venv(target: Path, progress: bool = False) -> None:
         for rel, text in _STUB_FILES.items():
             (stub / rel).parent.mkdir(parents=True, exist_ok=True)
             (stub / rel).write_text(textwrap.dedent(text).lstrip())
-        _pip(python, "torch==2.13.0", progress=progress, what="torch==2.13.0 (CPU build)", uv=False)
+        links = _torch_wheel_dirs()[:1]
+        _pip(python, *(["--find-links", links[0]] if links else []), "torch==2.13.0", progress=progress,
+             what="torch==2.13.0 (CPU build)", uv=bool(links))
         # the stub first, so the real torchvision is never fetched
         _pip(python, "--no-deps", str(stub), progress=progress, what="the torchvision stub")
         _pip(python, "-c", str(constraints), "mosaicml-streaming==0.13.0", progress=progress,
