@@ -109,7 +109,7 @@ def test_doc_block(block: Block, tmp_path):
         missing = undefined_names(block.source) - block.placeholders
         assert not missing, f"{block.id}: the block uses {sorted(missing)} without importing or defining them"
     if block.skip is not None:
-        pytest.skip(f"doc block: {block.skip}")
+        pytest.skip(f"doc block {block.id}: {block.skip}")
     env = {**os.environ, "FOUNDRY_HOME": str(tmp_path / "foundry-home"), "TMPDIR": str(tmp_path),
            "FOUNDRY_REPO": str(REPO), "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
