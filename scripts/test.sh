@@ -22,6 +22,12 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     bash scripts/infra/slurm.sh install
     echo "[setup] Slurm packages: done in $(since "$t0") s" >&2
   fi
+  if ! command -v tmux >/dev/null; then   # the TUI's end-to-end test drives a real terminal
+    t0=$(date +%s.%N)
+    echo "[setup] installing tmux (apt) ..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux >/dev/null
+    echo "[setup] tmux: done in $(since "$t0") s" >&2
+  fi
 fi
 "$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests'); from support.peers import mosaic_python; mosaic_python(progress=True)"
 echo "[setup] test environment ready in $(since "$T_START") s; running pytest" >&2

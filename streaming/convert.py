@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable

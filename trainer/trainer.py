@@ -32,7 +32,7 @@ from .microbatch import MicrobatchRunner, batch_size, to_device
 from .precision import autocast, check_precision, make_grad_scaler
 from .seeding import load_rng_state, seed_everything, set_deterministic
 from .signals import PauseRequest
-from .time import Time, TimeUnit, Timestamp, crossed
+from .time import TimeUnit, Timestamp, crossed
 
 log = logging.getLogger("foundry.trainer")
 TOKEN_KEYS = ("input_ids", "tokens")

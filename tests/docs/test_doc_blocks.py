@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,11 +111,13 @@ def test_doc_block(block: Block, tmp_path):
         assert not missing, f"{block.id}: the block uses {sorted(missing)} without importing or defining them"
     if block.skip is not None:
         pytest.skip(f"doc block {block.id}: {block.skip}")
-    env = {**os.environ, "FOUNDRY_HOME": str(tmp_path / "foundry-home"), "TMPDIR": str(tmp_path),
-           "FOUNDRY_REPO": str(REPO), "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     cmd = [sys.executable, "-c", block.source] if block.kind == "python" else ["bash", "-euo", "pipefail", "-c", block.source]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    # A short TMPDIR of its own: worker processes put unix sockets there (paths of at most 107 bytes).
+    with tempfile.TemporaryDirectory(prefix="fdoc-") as tmp:
+        env = {**os.environ, "FOUNDRY_HOME": str(tmp_path / "foundry-home"), "TMPDIR": tmp,
+               "FOUNDRY_REPO": str(REPO), "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"{block.id} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
