@@ -17,6 +17,7 @@ from foundry.app.control import run_views
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
 from .base import FoundryScreen
+from ..log_folding import fold_paused_exit
 from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
 
 LOG_TAIL = 200
@@ -127,7 +128,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         if logs is not None:
             log = self.query_one("#detail-log", Log)
             log.clear()
-            log.write_lines(logs)
+            log.write_lines(fold_paused_exit(logs))
 
     def _show_url(self, row: int) -> None:
         table = self.query_one("#checkpoints", DataTable)

@@ -76,3 +76,23 @@ def test_entry_point_options():
     args = parse_args(["--readonly", "--home", "/tmp/h"])
     assert args.readonly and args.home == "/tmp/h"
     assert not parse_args([]).readonly
+
+
+def test_live_table_widens_columns_on_update_and_moves_with_j_k():
+    async def body():
+        app = _TableApp()
+        async with app.run_test() as pilot:
+            table = app.query_one(LiveTable)
+            table.set_rows([("a", ["a", "1"]), ("b", ["b", "2"])])
+            await pilot.pause()
+            narrow = table.columns["n"].content_width
+            table.set_rows([("a", ["a", "1322/3000 completed"]), ("b", ["b", "2"])])  # in place: update_cell
+            await pilot.pause()
+            assert table.columns["n"].content_width >= len("1322/3000 completed") > narrow
+            table.focus()
+            await pilot.press("j")
+            assert table.current_key == "b"
+            await pilot.press("k")
+            assert table.current_key == "a"
+
+    asyncio.run(body())
