@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedConten
 from textual.worker import get_current_worker
 
 from foundry.app.control import run_views
+from foundry.app.control.secret_env import secret_environment
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
@@ -95,7 +96,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
             config = run_views.resolved_config(plane, self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
             try:
-                checkpoints = run_views.run_checkpoints(plane, run)
+                with secret_environment(plane.secrets, run.spec.get("secrets") or []):  # the run's own
+                    checkpoints = run_views.run_checkpoints(plane, run)
             except Exception as exc:  # the store may be unreachable: say so, keep the rest
                 self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
         if get_current_worker().is_cancelled:
