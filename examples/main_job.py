@@ -18,6 +18,7 @@ FOUNDRY_HOME defaults to the platform's user data directory (platformdirs). Outp
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -112,7 +113,10 @@ def demo() -> int:
         return 130
     text, went_down = summary(cp)
     print(f"\nrun {RUN} {run.status}; {text}")
-    print("look at it with:")
+    bin_dir = Path(sys.executable).parent
+    activate = "" if shutil.which("foundry") == str(bin_dir / "foundry") else \
+        f" (after `source {bin_dir / 'activate'}`)"
+    print(f"look at it with{activate}:")
     print("  foundry get runs")
     print(f"  foundry describe run {RUN}")
     print("  foundry-tui")

@@ -4,5 +4,7 @@
 # under FOUNDRY_HOME. `foundry get runs`, `foundry describe run main-job` and `foundry-tui` show it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+export VENV
 bash scripts/setup.sh aws
-exec .venv/bin/python examples/main_job.py "$@"
+exec "$VENV/bin/python" examples/main_job.py "$@"

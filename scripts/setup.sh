@@ -107,10 +107,9 @@ echo "torch==${TORCH_VERSION}" >"$VENV/torch-constraint.txt"
 
 spec="."
 [[ -n "$EXTRAS" ]] && spec=".[${EXTRAS}]"
-if [[ -n "$UV" ]]; then
-  step "installing foundry${EXTRAS:+[$EXTRAS]} and its dependencies (uv)" \
-    "$UV" pip install --python "$VENV/bin/python" -c "$VENV/torch-constraint.txt" -e "$spec"
-else
+# uv first; pip (with its own configuration: mirrors, caps) if uv cannot do it here
+if [[ -z "$UV" ]] || ! OPTIONAL=1 step "installing foundry${EXTRAS:+[$EXTRAS]} and its dependencies (uv)" \
+    "$UV" pip install --python "$VENV/bin/python" -c "$VENV/torch-constraint.txt" -e "$spec"; then
   step "installing foundry${EXTRAS:+[$EXTRAS]} and its dependencies (pip)" \
     "$VENV/bin/pip" install -q -c "$VENV/torch-constraint.txt" -e "$spec"
 fi
