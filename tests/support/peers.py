@@ -100,26 +100,34 @@ def _pip(python: Path, *args: str, progress: bool = False, what: str = "", uv: b
         cmd = [uv_bin, "pip", "install", "--quiet", "--python", str(python), *args]
     else:
         cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    _step(cmd, f"installing {what or ' '.join(args)} ({'uv' if uv_bin else 'pip'})", progress)
+
+
+def _step(cmd: list[str], what: str, progress: bool, timeout: float = 1500) -> str:
+    """Run one set-up command: a line when it starts, one every 10 s while it runs, its time at the end."""
     t0 = time.monotonic()
-    _say(progress, f"  peer venv: installing {what or ' '.join(args)} ({'uv' if uv_bin else 'pip'}) ...")
+    _say(progress, f"  peer venv: {what} ...")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while True:  # a line every 10 s while it runs: set-up is never silent
+    while True:  # set-up is never silent for long
         try:
             out, err = proc.communicate(timeout=10)
             break
         except subprocess.TimeoutExpired:
             _say(progress, f"  ... {time.monotonic() - t0:.0f}s")
-            if time.monotonic() - t0 > 1500:
+            if time.monotonic() - t0 > timeout:
                 proc.kill()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out[-3000:]}\n{err[-3000:]}")
-    _say(progress, f"  peer venv: {what or args[-1]}: done in {time.monotonic() - t0:.1f} s")
+    _say(progress, f"  peer venv: {what}: done in {time.monotonic() - t0:.1f} s")
+    return out
 
 
 def _build_mosaic_venv(target: Path, progress: bool = False) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(staging)], check=True, capture_output=True, timeout=300)
+        uv = _uv()  # uv makes the venv in a second; `python -m venv` also installs pip (which uv does not need)
+        _step([uv, "venv", "--quiet", "--allow-existing", "--python", sys.executable, str(staging)] if uv
+              else [sys.executable, "-m", "venv", str(staging)], "creating the venv", progress)
         python = staging / "bin" / "python"
         constraints = staging / "constraints.txt"
         constraints.write_text("torch==2.13.0\n")
@@ -134,10 +142,10 @@ def _build_mosaic_venv(target: Path, progress: bool = False) -> None:
         _pip(python, "--no-deps", str(stub), progress=progress, what="the torchvision stub")
         _pip(python, "-c", str(constraints), "mosaicml-streaming==0.13.0", progress=progress,
              what="mosaicml-streaming==0.13.0")
-        check = subprocess.run([str(python), "-I", "-c", "import streaming; print(streaming.__version__)"],
-                               capture_output=True, text=True, timeout=300)
-        if check.returncode != 0 or check.stdout.strip() != "0.13.0":
-            raise RuntimeError(f"mosaicml-streaming does not import in {staging}:\n{check.stderr[-3000:]}")
+        version = _step([str(python), "-I", "-c", "import streaming; print(streaming.__version__)"],
+                        "checking that mosaicml-streaming imports (imports torch)", progress, timeout=300)
+        if version.strip() != "0.13.0":
+            raise RuntimeError(f"mosaicml-streaming {version.strip()!r} imports in {staging}, not 0.13.0")
         (staging / "READY").write_text(MOSAIC_KEY)
         # The venv's scripts hold absolute paths; we only ever run bin/python -m/-c, which is relocatable.
         os.replace(staging, target)
