@@ -39,7 +39,7 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
                                                                 "`foundry create secret` adds one")
     entry = _registry().add(url, name, secret)
     if sink.json_mode:
-        sink.emit({"name": entry.name, "url": entry.url, "secret": entry.secret})
+        sink.emit({"name": entry.name, "url": entry.url} | ({"secret": entry.secret} if entry.secret else {}))
     else:
         sink.info(f"registered dataset {entry.name}: {entry.url}" + (f" (read with secret {secret})" if secret else ""))
 
@@ -47,8 +47,12 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
 def list_datasets(json_out: bool = json_option()) -> None:
     """List registered datasets."""
     sink.json_mode = sink.json_mode or json_out
-    sink.emit([{"name": e.name, "url": e.url, "secret": e.secret or ""} for e in _registry().list()],
-              columns=["name", "url", "secret"])
+    entries = _registry().list()
+    if sink.json_mode:  # "secret" only where one is bound
+        sink.emit([{"name": e.name, "url": e.url} | ({"secret": e.secret} if e.secret else {}) for e in entries])
+    else:
+        sink.emit([{"name": e.name, "url": e.url, "secret": e.secret or ""} for e in entries],
+                  columns=["name", "url", "secret"])
 
 
 def remove(name: str = typer.Argument(..., help="Name or URL of a registered dataset.")) -> None:
