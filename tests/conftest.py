@@ -78,10 +78,12 @@ def _temp_entries() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if not name.startswith("pytest-of-")}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     session.config._foundry_tmp_before = _temp_entries()
 
 
+@pytest.hookimpl(trylast=True)  # after plugins remove their own session folders (textual-snapshot's)
 def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("FOUNDRY_CHECK_TMP") != "1" or hasattr(session.config, "workerinput"):
         return
