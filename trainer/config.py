@@ -10,7 +10,6 @@ from typing import Any
 
 from foundry.plugins.errors import ConfigError
 
-from .microbatch import check_microbatch_size
 from .time import Time, TimeUnit
 
 
@@ -28,7 +27,7 @@ class TrainerConfig:
     checkpoint_layout: str = "full"
     eval_interval: str = "1ep"
     device: str = "auto"
-    precision: str = "fp32"
+    precision: str = "auto"  # bf16 on a capable GPU, fp32 on CPU (trainer/precision.py)
     parallelism: str = "auto"
     device_train_microbatch_size: Any = None
     grad_clip_norm: float | None = None
@@ -45,7 +44,10 @@ class TrainerConfig:
             self.check_duration()
         if self.checkpoint_layout not in ("full", "sharded"):
             raise ConfigError(f"unknown checkpoint_layout {self.checkpoint_layout!r}", hint="use full or sharded")
-        check_microbatch_size(self.device_train_microbatch_size)
+        if self.device_train_microbatch_size is not None:  # imported here: the config stays torch-free
+            from .microbatch import check_microbatch_size
+
+            check_microbatch_size(self.device_train_microbatch_size)
         if self.grad_clip_norm is not None and self.grad_clip_norm <= 0:
             raise ConfigError("grad_clip_norm must be positive")
         if self.autoresume and not self.save_folder:

@@ -122,17 +122,36 @@ def get_runs(json_out: bool = json_option()) -> None:
                                                          "created", "why"])
 
 
+def _progress_line(p) -> str:
+    parts = [f"step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")]
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4g}")
+    if p.tokens_per_sec:
+        parts.append(f"{p.tokens_per_sec:,.0f} tokens/s")
+    if p.mfu is not None:
+        parts.append(f"MFU {p.mfu:.1%}")
+    return "progress: " + ", ".join(parts)
+
+
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
     """A run's spec, resumptions (one row each) and events."""
     _json(json_out)
-    run = _cp().get_run(name)
+    cp = _cp()
+    run = cp.get_run(name)
+    from dataclasses import asdict
+
+    from foundry.app.control import run_views
+
+    progress = run_views.run_progress(cp, run)
     if sink.json_mode:
-        sink.emit(run.to_dict())
+        sink.emit(dict(run.to_dict(), progress=asdict(progress)))
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
                "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
                "retries": f"{run.retries_used}/{run.max_retries}",
                "command": run.spec.get("command", "(trainer parameters)")})
+    if progress.step is not None:
+        sink.lines([_progress_line(progress)])
     sink.out.print()
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import yaml
 from filelock import FileLock
 
+from foundry.app.names import check_name, to_name
 from foundry.plugins.errors import ConfigError
 
 Progress = Callable[[int, int], None]
@@ -68,7 +69,8 @@ class DatasetRegistry:
             raise ConfigError("a dataset URL is empty", hint="e.g. s3://bucket/path or /local/folder")
         if "://" not in url:
             url = Path(url).expanduser().absolute().as_uri()
-        entry = DatasetEntry(url, name or _default_name(url), secret or None)
+        entry = DatasetEntry(url, check_name("dataset", name) if name is not None else _default_name(url),
+                             secret or None)
         with FileLock(str(self.path) + ".lock"):
             items = self.list()
             if any(e.url == url or e.name == entry.name for e in items):
@@ -95,7 +97,7 @@ class DatasetRegistry:
 
 def _default_name(url: str) -> str:
     parts = [p for p in str(url).rstrip("/").split("/") if p]
-    return "-".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "dataset")
+    return to_name("-".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "dataset"))
 
 
 def _file_url(path_or_url: str | os.PathLike) -> str:

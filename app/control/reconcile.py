@@ -18,15 +18,13 @@ from foundry.plugins.compute import JobHandle, JobState
 from foundry.plugins.errors import FoundryError
 
 from .failure_reason import failure_reason
+from .launch_intent import resolve as resolve_launch
 from .models import ACTIVE_STATUSES
 
 if TYPE_CHECKING:
     from .plane import ControlPlane
 
 log = logging.getLogger("foundry.control")
-
-
-LAUNCH_GRACE_S = 120.0  # a resumption with no job handle after this long was never launched
 
 
 def _record_resumed_from(cp, run, idx: int) -> None:
@@ -51,15 +49,19 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             continue
         res = run.latest
         handle_data = cp.registry.handle(run.id, res.index)
-        if handle_data is None:  # being launched by another process right now, or that process died
-            if res.state == "pending" and time.time() - (res.started_at or 0) > LAUNCH_GRACE_S:
-                reason = "launch was interrupted (the process launching it exited); resume it"
-                if cp.registry.transition(run.id, res.index, "pending", "failed", "failed",
-                                          {"resumption": res.index, "reason": reason},
-                                          ended_at=time.time(), exit_reason=reason):
-                    cp.emit(run.name, "failed", {"resumption": res.index, "reason": reason})
-                    actions.append(f"{run.name}: resumption {res.index} failed: launch interrupted")
-            continue
+        if handle_data is None:  # being launched by another process now, or that process died
+            try:
+                action = resolve_launch(cp, run, res)
+            except FoundryError as exc:
+                log.warning("cannot settle the launch of %s: %s", run.name, exc.message)
+                continue
+            if action:
+                actions.append(action)
+            handle_data = cp.registry.handle(run.id, res.index)
+            if handle_data is None:
+                continue
+            run = cp.registry.get_run(run.name, events=False) or run
+            res = run.latest
         if not res.resumed_from:  # known as soon as the trainer restored, not only at the end
             _record_resumed_from(cp, run, res.index)
         try:

@@ -39,9 +39,9 @@ def main() -> None:
                             max_duration=env.get("MAX_DURATION", "2000ba"), save_interval="200ba",
                             eval_interval="200ba", autoresume=True, save_overwrite=False,
                             cache_dir=os.path.join(env.get("FOUNDRY_RUN_DIR", "."), "data-cache"),
-                            callbacks=[TimeBudget(float(env.get("MINUTES", "2")) * 60)])
-    print(f"training a {trainer.resolved_config['model']['parameters'] / 1e6:.1f}M-parameter GPT on CPU for "
-          f"{env.get('MINUTES', '2')} min (at most {trainer.cfg.max_duration}); checkpoints -> {trainer.cfg.save_url}",
+                            device="auto", callbacks=[TimeBudget(float(env.get("MINUTES", "2")) * 60)])
+    params = trainer.resolved_config["model"]["parameters"]
+    print(f"training a {params / 1e6:.1f}M-parameter GPT on {trainer.device} for {env.get('MINUTES', '2')} min (at most {trainer.cfg.max_duration}); checkpoints -> {trainer.cfg.save_url}",
           flush=True)
     trainer.fit()
 
