@@ -41,8 +41,8 @@ def main() -> None:
                             cache_dir=os.path.join(env.get("FOUNDRY_RUN_DIR", "."), "data-cache"),
                             device="auto", callbacks=[TimeBudget(float(env.get("MINUTES", "2")) * 60)])
     params = trainer.resolved_config["model"]["parameters"]
-    print(f"training a {params / 1e6:.1f}M-parameter GPT on {trainer.device} for {env.get('MINUTES', '2')} min (at most {trainer.cfg.max_duration}); checkpoints -> {trainer.cfg.save_url}",
-          flush=True)
+    print(f"training a {params / 1e6:.1f}M-parameter GPT on {trainer.device} for {env.get('MINUTES', '2')} min "
+          f"(at most {trainer.cfg.max_duration}); checkpoints -> {trainer.cfg.save_url}", flush=True)
     trainer.fit()
 
 
