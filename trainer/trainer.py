@@ -41,7 +41,7 @@ from .precision import autocast, check_precision, describe_precision, make_grad_
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
 from .signals import PauseRequest, protect_workers
 from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
-from .time import Time, TimeUnit, Timestamp, crossed
+from .time import TimeUnit, Timestamp, crossed
 
 log = logging.getLogger("foundry.trainer")
 

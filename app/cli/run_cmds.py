@@ -87,10 +87,28 @@ def _follow_and_exit(cp, name: str) -> None:
     sink.info(f"run {name} {final.status}" + (f": {reason}" if reason else ""))
 
 
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def loss_curve(rows: list[dict], width: int = 48) -> str | None:
+    """One line: the training loss as a sparkline (bucket means), first and last values, steps."""
+    points = [(r["step"], r["loss"]) for r in rows if isinstance(r.get("loss"), (int, float)) and "step" in r]
+    if len(points) < 2:
+        return None
+    losses = [loss for _, loss in points]
+    size = max(1, -(-len(losses) // width))
+    means = [sum(chunk) / len(chunk) for chunk in (losses[i:i + size] for i in range(0, len(losses), size))]
+    low, high = min(means), max(means)
+    span = (high - low) or 1.0
+    bars = "".join(_BARS[min(len(_BARS) - 1, int((m - low) / span * len(_BARS)))] for m in means)
+    return f"loss  {losses[0]:.3f} {bars} {losses[-1]:.3f}  (steps {points[0][0]}..{points[-1][0]})"
+
+
 def _run_row(run) -> dict:
     return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
             "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
-            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M")}
+            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M"),
+            "why": (run.latest.exit_reason or "") if run.latest and run.status in ("failed", "lost") else ""}
 
 
 def get_runs(json_out: bool = json_option()) -> None:
@@ -101,7 +119,7 @@ def get_runs(json_out: bool = json_option()) -> None:
         sink.emit([r.to_dict() for r in runs])
     else:
         sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "resumptions",
-                                                         "created"])
+                                                         "created", "why"])
 
 
 def _progress_line(p) -> str:
@@ -141,6 +159,10 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)
+    curve = loss_curve(_cp().metrics(name))
+    if curve:
+        sink.out.print()
+        sink.lines([curve])
     sink.out.print()
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}
@@ -201,12 +223,26 @@ def resume(
 
 
 def delete_run(name: str = typer.Argument(..., help="Run name."),
-               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
-    """Delete a run: stop it if active, forget it, remove its logs."""
+               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+               checkpoints: Optional[bool] = typer.Option(
+                   None, "--delete-checkpoints/--keep-checkpoints",
+                   help="Also delete the run's checkpoints (asked at a terminal; kept otherwise). "
+                        "Kept checkpoints are resumed by a new run of the same name.")) -> None:
+    """Delete a run: stop it if active, forget it, remove its logs; its checkpoints only if asked."""
+    cp = _cp()
+    url = cp.checkpoint_url(name)
     if not yes and sink.interactive:
         typer.confirm(f"delete run {name}?", abort=True)
-    _cp().delete_run(name)
-    sink.info(f"deleted run {name}")
+    if checkpoints is None and url and sink.interactive and not yes:
+        checkpoints = typer.confirm(f"also delete its checkpoints at {url}?", default=False)
+    cp.delete_run(name, checkpoints="delete" if checkpoints else "keep")
+    if url and checkpoints:
+        sink.info(f"deleted run {name} and its checkpoints at {url}")
+    elif url:
+        sink.info(f"deleted run {name}; kept its checkpoints at {url} (a new run named {name} resumes from "
+                  f"them; `foundry rm -r {url}` or --delete-checkpoints removes them)")
+    else:
+        sink.info(f"deleted run {name}")
 
 
 def watch(interval: float = typer.Option(10.0, help="Seconds between watchdog passes."),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foundry.plugins.errors import CheckpointError
+from foundry.plugins.launch_env import LaunchEnv
 from foundry.plugins.manager import open_store
 
 from .. import dist as fdist
@@ -70,6 +72,11 @@ class CheckpointSession:
             if found and found[0].run_name != self.cfg.run_name:
                 raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
                                       f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
+            if found and self.env.is_main and LaunchEnv.detect().resumption_index == 0:
+                # a new run (not a resumption) meets an earlier run's checkpoints under its name
+                sys.stderr.write(f"foundry: {self.cfg.save_url} already holds checkpoints of a run named "
+                                 f"{self.cfg.run_name!r} (latest {found[0].name}): resuming from them; "
+                                 f"`foundry delete run NAME --delete-checkpoints` starts fresh\n")
         if found is None:
             self._check_overwrite()
             if self.cfg.load_path:
