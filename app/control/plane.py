@@ -188,8 +188,10 @@ class ControlPlane:
             raise ConfigError(f"run {name!r} is {run.status}; only {', '.join(RESUMABLE)} runs can be resumed")
         spec = parse_spec(run.spec)
         last = run.latest
-        place = placement_for(spec, cluster or (last.cluster if last else None),
-                              gpus if gpus is not None else (last.devices if last else None),
+        if gpus is None and last is not None:
+            # `--nodes N` alone keeps the processes per node and derives the total
+            gpus = last.devices // max(1, last.nodes) * nodes if nodes else last.devices
+        place = placement_for(spec, cluster or (last.cluster if last else None), gpus,
                               nodes or (last.nodes if last else None))
         self._check_refs(spec, place.cluster)
         idx = self._launch(spec, run.id, place, cause="resume")

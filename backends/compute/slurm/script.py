@@ -139,8 +139,9 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
         opts.append(f"--gres={cfg.gres}:{kind}{request.gpus_per_node}")
     if cfg.signal:
         opts.append(f"--signal=B:{cfg.signal}")
-    if request.workdir:
-        opts.append(f"--chdir={request.workdir}")
+    workdir = request.workdir or cfg.workdir or request.extra.get("submit_dir")
+    if workdir:   # otherwise jobs would start wherever the process that submits (a retry, a resume) stands
+        opts.append(f"--chdir={workdir}")
     opts += cfg.sbatch_args
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     torchrun = [
@@ -174,8 +175,11 @@ export NNODES=$SLURM_JOB_NUM_NODES NPROC_PER_NODE={request.procs_per_node}
 echo "foundry: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 foundry_pause() {{  # SIGTERM once to every worker (not torchrun): they checkpoint and exit {PAUSED_EXIT_CODE}
-  echo "foundry: pause requested, signalling the ranks"
-  touch "$FOUNDRY_JOB_DIR/pause_requested"
+  # Who asked: stop_requested is written by `foundry stop` before it signals; without it the SIGTERM is
+  # Slurm's own (time-limit notice, or the kill after NODE_FAIL), which is not a user's stop.
+  if [ -e "$FOUNDRY_JOB_DIR/stop_requested" ]; then origin=stop; else origin=slurm; fi
+  echo "foundry: pause requested ($origin), signalling the ranks"
+  echo "$origin" > "$FOUNDRY_JOB_DIR/pause_requested"
   bash "$FOUNDRY_JOB_DIR/pause.sh"
   if [ "$NNODES" -gt 1 ]; then
     srun --overlap --nodes=$((NNODES - 1)) --ntasks-per-node=1 --exclude="$SLURMD_NODENAME" \\
