@@ -214,6 +214,7 @@ def render_rank_wrapper(job_dir: str) -> str:
 # one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
 dir={d}
 node=${{SLURMD_NODENAME:-$(hostname)}}
+export NODE_RANK=${{GROUP_RANK:-0}}   # torchrun's node rank (RANK = NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK)
 exec 3> >(trap '' TERM INT; exec tee -a "$dir/logs/rank-$RANK.log")
 setsid "$@" >&3 2>&3 &
 child=$!

@@ -10,7 +10,8 @@ nodes=$(seq 1 "${MN_MAX_NODES:-9}")
 
 for i in $nodes; do mn_stop_pidfile slurmd "$MN_ROOT/run/slurmd-$(mn_ns "$i").pid" slurmd; done
 mn_stop_pidfile slurmctld "$MN_ROOT/run/slurmctld.pid" slurmctld
-mn_stop_pidfile munged "$MN_ROOT/munge/munged.pid" munged
+mn_stop_pidfile munged "$MN_MUNGE_DIR/munged.pid" munged
+[[ $MN_MUNGE_DIR == "$MN_RUN"/* ]] && rm -rf "$MN_MUNGE_DIR"      # key + socket kept outside $MN_ROOT
 mn_stop_pidfile weed "$MN_ROOT/s3/weed.pid" weed
 mn_stop_pidfile socat "$MN_ROOT/run/s3-forward.pid" socat
 

