@@ -4,6 +4,7 @@ Losses equal an uninterrupted 1-process run; every rank's launch variables and e
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -87,4 +88,32 @@ def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, reference):
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in res] == [
         ("mn3", 2, 4, "paused"), ("mn3", 3, 6, "completed")]
     check_layout(rank_envs("grow", 1, 6), 3, 2, mn3.node_names)
+    check_same_as_reference(steps(run_dir), reference)
+
+
+@pytest.mark.slow
+def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, mn_dataset, reference):
+    # two Slurm clusters, each through its own slurm.conf, whatever SLURM_CONF the foundry process has
+    clusters = {c["name"]: c for c in json.loads(foundry("get", "clusters", "--json"))}
+    assert (clusters["mn3"]["nodes"], clusters["mn2"]["nodes"]) == (3, 2)
+    assert clusters["mn3"]["state"] == clusters["mn2"]["state"] == "ready"
+
+    submit = mn_home["tmp"] / "project"
+    submit.mkdir()
+    spec = run_yaml(mn_home["tmp"] / "run.yaml", "move", "local", 1, 1, mn_dataset, mn_dataset["bucket"], mn3,
+                    STEP_DELAY="0.6")
+    foundry("run", "-f", str(spec), cwd=submit)
+    run_dir = mn_home["tmp"] / "foundry-home" / "runs" / "move"
+    wait_status("move", lambda d: len(steps(run_dir)) >= 4, timeout=240)
+    foundry("stop", "move", "--wait", timeout=240)
+    assert describe("move")["status"] == "paused"
+
+    foundry("resume", "move", "--cluster", "mn2", "--nodes", "2", cwd=mn_home["tmp"])   # typed elsewhere
+    done = wait_status("move", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+    assert done["status"] == "completed", done
+    assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in done["resumptions"]] == [
+        ("local", 1, 1, "paused"), ("mn2", 2, 2, "completed")]
+    check_layout(rank_envs("move", 1, 2), 2, 1, mn2.node_names)
+    for rank in range(2):   # jobs start where the run was created, not where `resume` was typed
+        assert f"cwd={submit} " in foundry("logs", "move", "--rank", str(rank)) + " "
     check_same_as_reference(steps(run_dir), reference)

@@ -61,7 +61,7 @@ def main() -> None:
     env = os.environ
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
     print(f"rank-env host={socket.gethostname()} RANK={rank} LOCAL_RANK={env.get('LOCAL_RANK')} "
-          f"WORLD_SIZE={world} NODE_RANK={env.get('NODE_RANK')} LOCAL_WORLD_SIZE={env.get('LOCAL_WORLD_SIZE')}",
+          f"WORLD_SIZE={world} NODE_RANK={env.get('NODE_RANK')} LOCAL_WORLD_SIZE={env.get('LOCAL_WORLD_SIZE')} cwd={os.getcwd()} ",
           flush=True)
     run_name, run_dir = env["RUN_NAME"], Path(env["FOUNDRY_RUN_DIR"])
     run_dir.mkdir(parents=True, exist_ok=True)

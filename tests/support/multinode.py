@@ -153,9 +153,9 @@ def mn2(mn_clusters) -> NamespaceCluster:
 
 
 # ---- driving runs through the CLI
-def foundry(*args: str, check: bool = True, timeout: float = 120) -> str:
+def foundry(*args: str, check: bool = True, timeout: float = 120, cwd: str | os.PathLike | None = None) -> str:
     exe = Path(sys.executable).parent / "foundry"
-    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"foundry {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout
