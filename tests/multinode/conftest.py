@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from support.multinode import S3_ENDPOINT, SKIPPED, foundry, mn2, mn3, mn_clusters  # noqa: F401  (fixtures)
+from support.multinode import (  # noqa: F401  (fixtures)
+    S3_ENDPOINT, SKIPPED, foundry, mn2, mn3, mn_clusters, run_yaml, steps, wait_status)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET_SAMPLES = 480
@@ -48,3 +49,24 @@ def mn_home(mn3, mn2, s3_server, tmp_path) -> dict:
     return {"tmp": tmp_path}
 
 
+
+
+@pytest.fixture(scope="session")
+def mn_reference(mn3, mn_dataset, s3_server, tmp_path_factory):
+    """An uninterrupted run of the same job: local, one process."""
+    home = tmp_path_factory.mktemp("ref-home")
+    old = os.environ.get("FOUNDRY_HOME")
+    os.environ["FOUNDRY_HOME"] = str(home)
+    try:
+        foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
+                s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
+        spec = run_yaml(home / "ref.yaml", "ref", "local", 1, 1, mn_dataset, mn_dataset["bucket"], mn3)
+        foundry("run", "-f", str(spec))
+        run = wait_status("ref", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+        assert run["status"] == "completed", run
+        return steps(home / "runs" / "ref")
+    finally:
+        if old is None:
+            os.environ.pop("FOUNDRY_HOME", None)
+        else:
+            os.environ["FOUNDRY_HOME"] = old

@@ -9,40 +9,10 @@ import re
 
 import pytest
 
-from support.multinode import S3_ENDPOINT, describe, foundry, run_yaml, steps, wait_status
+from support.multinode import check_same_as_reference, describe, foundry, run_yaml, steps, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode]
 RANK_ENV = re.compile(r"rank-env host=(\S+) RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) NODE_RANK=(\d+)")
-
-
-@pytest.fixture(scope="module")
-def reference(mn3, mn_dataset, s3_server, tmp_path_factory):
-    """An uninterrupted run of the same job: local, one process."""
-    import os
-
-    home = tmp_path_factory.mktemp("ref-home")
-    old = os.environ.get("FOUNDRY_HOME")
-    os.environ["FOUNDRY_HOME"] = str(home)
-    try:
-        foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
-                s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
-        spec = run_yaml(home / "ref.yaml", "ref", "local", 1, 1, mn_dataset, mn_dataset["bucket"], mn3)
-        foundry("run", "-f", str(spec))
-        run = wait_status("ref", lambda d: d["status"] not in ("pending", "running"), timeout=300)
-        assert run["status"] == "completed", run
-        return steps(home / "runs" / "ref")
-    finally:
-        if old is None:
-            os.environ.pop("FOUNDRY_HOME", None)
-        else:
-            os.environ["FOUNDRY_HOME"] = old
-
-
-def check_same_as_reference(run_steps: dict, ref: dict) -> None:
-    assert sorted(run_steps) == sorted(ref) == list(range(1, 13))
-    for step in ref:
-        assert sorted(run_steps[step]["ids"]) == sorted(ref[step]["ids"]), f"step {step}: other samples"
-        assert abs(run_steps[step]["loss"] - ref[step]["loss"]) <= 1e-5 * max(1.0, abs(ref[step]["loss"])), step
 
 
 def rank_envs(name: str, resumption: int, world: int) -> list[tuple]:
@@ -69,7 +39,7 @@ def check_layout(rows: list[tuple], nodes: int, per_node: int, node_names: list[
 
 
 @pytest.mark.slow
-def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, reference):
+def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, mn_reference):
     spec = run_yaml(mn_home["tmp"] / "run.yaml", "grow", "mn3", 2, 4, mn_dataset, mn_dataset["bucket"], mn3,
                     STEP_DELAY="0.6")
     foundry("run", "-f", str(spec))
@@ -88,11 +58,11 @@ def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, reference):
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in res] == [
         ("mn3", 2, 4, "paused"), ("mn3", 3, 6, "completed")]
     check_layout(rank_envs("grow", 1, 6), 3, 2, mn3.node_names)
-    check_same_as_reference(steps(run_dir), reference)
+    check_same_as_reference(steps(run_dir), mn_reference)
 
 
 @pytest.mark.slow
-def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, mn_dataset, reference):
+def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, mn_dataset, mn_reference):
     # two Slurm clusters, each through its own slurm.conf, whatever SLURM_CONF the foundry process has
     clusters = {c["name"]: c for c in json.loads(foundry("get", "clusters", "--json"))}
     assert (clusters["mn3"]["nodes"], clusters["mn2"]["nodes"]) == (3, 2)
@@ -116,4 +86,4 @@ def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, 
     check_layout(rank_envs("move", 1, 2), 2, 1, mn2.node_names)
     for rank in range(2):   # jobs start where the run was created, not where `resume` was typed
         assert f"cwd={submit} " in foundry("logs", "move", "--rank", str(rank)) + " "
-    check_same_as_reference(steps(run_dir), reference)
+    check_same_as_reference(steps(run_dir), mn_reference)

@@ -166,9 +166,10 @@ def describe(name: str) -> dict:
 
 
 def run_yaml(path: Path, name: str, cluster: str, nodes: int, gpus: int, dataset: dict, bucket_ckpt: str,
-             mn3, **env: str) -> Path:
+             mn3, max_retries: int = 0, **env: str) -> Path:
+    """A run YAML for tests/multinode/train_job.py (12 steps, global batch 12, data + checkpoints in S3)."""
     spec = {"name": name, "command": [JOB], "compute": {"cluster": cluster, "nodes": nodes, "gpus": gpus},
-            "secrets": ["s3"],
+            "secrets": ["s3"], "scheduling": {"max_retries": max_retries},
             "env_variables": {"DATA_URL": dataset["url"], "SAVE_URL": f"s3://{bucket_ckpt}/ckpt/{{run_name}}",
                               "STEPS": "12", "GLOBAL_BATCH": "12", "NODE_LOCAL_ROOT": str(mn3.root), "OMP_NUM_THREADS": "1",
                               **env}}
@@ -202,3 +203,10 @@ def steps(run_dir: Path) -> dict[int, dict]:
     for res in sorted(by_res):
         out.update(by_res[res])
     return out
+
+
+def check_same_as_reference(run_steps: dict, ref: dict) -> None:
+    assert sorted(run_steps) == sorted(ref) == list(range(1, 13))
+    for step in ref:
+        assert sorted(run_steps[step]["ids"]) == sorted(ref[step]["ids"]), f"step {step}: other samples"
+        assert abs(run_steps[step]["loss"] - ref[step]["loss"]) <= 1e-5 * max(1.0, abs(ref[step]["loss"])), step
