@@ -107,9 +107,15 @@ def get_runs(json_out: bool = json_option()) -> None:
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
     """A run's spec, resumptions (one row each) and events."""
     _json(json_out)
-    run = _cp().get_run(name)
+    cp = _cp()
+    run = cp.get_run(name)
+    usage = cp.egress(name)
     if sink.json_mode:
-        sink.emit(run.to_dict())
+        data = run.to_dict()
+        for res in data["resumptions"]:   # bytes per node under each resumption, summed for the run below
+            res["egress"] = usage["resumptions"].get(str(res["index"]), {})
+        data["egress"] = {k: usage[k] for k in ("nodes", "total", "cost")}
+        sink.emit(data)
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
                "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
@@ -122,6 +128,12 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)
+    if usage["nodes"]:
+        from foundry.app.control import egress
+
+        sink.out.print()
+        sink.emit(egress.rows(usage), title="Transfers per node (storage layer, exact bytes)")
+        sink.lines([egress.cost_line(usage)])
     sink.out.print()
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}

@@ -255,6 +255,13 @@ class ControlPlane:
             yield from self.logs(name, resumption=idx, rank=rank, follow=True)
             self.wait(name)
 
+    def egress(self, name: str) -> dict:
+        """Bytes per resumption, node and store, and the estimated transfer cost (app/control/egress.py)."""
+        from . import egress
+
+        self._run(name)
+        return egress.summarize(self.paths.run_dir(name), egress.load_prices(self.paths.home))
+
     def metrics(self, name: str) -> list[dict]:
         self._run(name)
         return read_metrics(self.paths.run_dir(name) / "metrics.jsonl")

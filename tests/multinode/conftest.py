@@ -15,7 +15,7 @@ from support.multinode import (  # noqa: F401  (fixtures)
     S3_ENDPOINT, SKIPPED, foundry, mn2, mn3, mn_clusters, run_yaml, steps, wait_status)
 
 ROOT = Path(__file__).resolve().parents[2]
-DATASET_SAMPLES = 480
+DATASET_SAMPLES = 144   # 12 steps x global batch 12: the tests train exactly one epoch
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -34,7 +34,8 @@ def mn_dataset(s3_server, mn_clusters) -> dict:
                    env={**os.environ, **s3_server.env()}, timeout=120)
     objects = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="data/")["Contents"]
     shards = {o["Key"].rsplit("/", 1)[1]: o["Size"] for o in objects if not o["Key"].endswith("index.json")}
-    return {"bucket": bucket, "url": url, "shards": shards, "bytes": sum(shards.values())}
+    index = next(o["Size"] for o in objects if o["Key"].endswith("index.json"))
+    return {"bucket": bucket, "url": url, "shards": shards, "bytes": sum(shards.values()), "index_bytes": index}
 
 
 @pytest.fixture

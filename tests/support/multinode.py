@@ -188,6 +188,22 @@ def wait_status(name: str, until, timeout: float = 300, poll: float = 1.0) -> di
     raise AssertionError(f"run {name} never reached the expected state: {json.dumps(last, indent=1)[:3000]}")
 
 
+def wait_for(predicate, timeout: float = 120, poll: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError("timed out waiting")
+
+
+def steps_of_resumption(run_dir: Path, resumption: int) -> set[int]:
+    """Steps rank 0 finished in one resumption."""
+    path = run_dir / f"samples-r{resumption}-rank0.jsonl"
+    return {json.loads(line)["step"] for line in path.read_text().splitlines()} if path.exists() else set()
+
+
 def steps(run_dir: Path) -> dict[int, dict]:
     """step -> {"ids": global batch ids in rank order, "loss"} over all resumptions (latest wins)."""
     out: dict[int, dict] = {}
