@@ -219,7 +219,8 @@ exec 3> >(trap '' TERM INT; exec tee -a "$dir/logs/rank-$RANK.log")
 setsid "$@" >&3 2>&3 &
 child=$!
 exec 3>&-
-echo "$node $child" > "$dir/ranks/$RANK.pid"
+# pid + its start time (/proc stat field 22): pause.sh signals this process only, never a reused pid
+echo "$node $child $(cut -d')' -f2- /proc/$child/stat 2>/dev/null | awk '{{print $20}}')" > "$dir/ranks/$RANK.pid"
 [ -e "$dir/pause_requested" ] && kill -TERM "$child" 2>/dev/null   # paused while starting
 # torchrun tearing the workers down: forward, unless the worker was already asked to pause
 trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
@@ -237,8 +238,11 @@ def render_pause(job_dir: str) -> str:
 node=${{SLURMD_NODENAME:-$(hostname)}}
 for f in {d}/ranks/*.pid; do
   [ -e "$f" ] || continue
-  read -r host pid < "$f"
-  if [ "$host" = "$node" ]; then kill -TERM "$pid" 2>/dev/null && echo "foundry: SIGTERM to pid $pid on $node"; fi
+  read -r host pid start < "$f"
+  [ "$host" = "$node" ] || continue
+  now=$(cut -d')' -f2- /proc/"$pid"/stat 2>/dev/null | awk '{{print $20}}')
+  [ -n "$start" ] && [ "$now" != "$start" ] && continue      # that worker is gone; the pid is someone else's
+  kill -TERM "$pid" 2>/dev/null && echo "foundry: SIGTERM to pid $pid on $node"
 done
 exit 0
 """
