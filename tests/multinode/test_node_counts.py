@@ -1,6 +1,7 @@
 """Runs across nodes of a real multi-node Slurm, moved between node counts, through the CLI and a run YAML:
-2 nodes x 2 ranks -> stop -> `foundry resume --nodes 3` (3 x 2), and local (1 node) -> Slurm 2 nodes.
-Losses equal an uninterrupted 1-process run; every rank's launch variables and every node's log checked."""
+2 nodes x 2 ranks -> stop -> `foundry resume --nodes 3` (3 x 2), and local (1 node) -> Slurm 2 nodes
+behind WAN links. Losses equal an uninterrupted 1-process run; every rank's launch variables and every
+node's log checked; egress bytes per node checked against the dataset's and checkpoints' sizes."""
 
 from __future__ import annotations
 
@@ -83,8 +84,16 @@ def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, 
     assert describe("move")["status"] == "paused"
     assert max(steps_of_resumption(run_dir, 0)) < 12, "the stop landed after the last step: nothing to move"
 
-    foundry("resume", "move", "--cluster", "mn2", "--nodes", "2", cwd=mn_home["tmp"])   # typed elsewhere
-    done = wait_status("move", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+    # both nodes of mn2 behind a WAN link (40 ms RTT, 200 Mbit): data, checkpoint load and the final
+    # checkpoint upload all cross it, whichever node rank 0 lands on
+    for n in (1, 2):
+        mn2.wan_on(n, 20, "200mbit")
+    try:
+        foundry("resume", "move", "--cluster", "mn2", "--nodes", "2", cwd=mn_home["tmp"])   # typed elsewhere
+        done = wait_status("move", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+    finally:
+        for n in (1, 2):
+            mn2.wan_off(n)
     assert done["status"] == "completed", done
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in done["resumptions"]] == [
         ("local", 1, 1, "paused"), ("mn2", 2, 2, "completed")]

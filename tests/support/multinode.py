@@ -84,6 +84,13 @@ class NamespaceCluster:
     def revive_node(self, n: int) -> str:
         return self.script("node.sh", "revive", str(n))
 
+    def wan_on(self, n: int, delay_ms: int = 20, rate: str = "200mbit") -> str:
+        """Delay each way (RTT = 2 x delay_ms) and a rate cap on node n's link (scripts/.../wan.sh)."""
+        return self.script("wan.sh", "on", str(n), str(delay_ms), rate)
+
+    def wan_off(self, n: int) -> str:
+        return self.script("wan.sh", "off", str(n))
+
     def provider_options(self, jobs_dir: str | os.PathLike, **extra) -> dict[str, str]:
         """`foundry create cluster NAME --provider slurm -o K=V ...` options for this cluster."""
         return {"slurm_conf": self.slurm_conf, "python": self.python, "jobs_dir": str(jobs_dir), **extra}

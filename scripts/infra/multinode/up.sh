@@ -44,6 +44,9 @@ hosts_block >"$MN_ROOT/etc/hosts"      # /etc/hosts as the nodes see it (mn_exec
 for i in $(mn_nodes); do
   ns=$(mn_ns "$i"); veth=$(mn_veth "$i")
   ip netns list | grep -qw "^$ns" || ip netns add "$ns"
+  if ip link show "$MN_TAP_PREFIX$i" >/dev/null 2>&1; then   # on WAN emulation (wan.sh): its taps stay
+    mkdir -p "$MN_ROOT/$ns/local" "$MN_ROOT/$ns/tmp"; continue
+  fi
   if ! ip link show "$veth" >/dev/null 2>&1; then
     ip link add "$veth" type veth peer name eth0 netns "$ns"
     sysctl -qw "net.ipv6.conf.$veth.disable_ipv6=1" || true

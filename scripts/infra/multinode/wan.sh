@@ -25,6 +25,7 @@ on)
     ip -n "$ns" tuntap add dev eth0 mode tap
     ip -n "$ns" addr add "$(mn_ip "$n")/24" dev eth0
     ip -n "$ns" link set eth0 up
+    for r in ${MN_ROUTES:-}; do ip -n "$ns" route replace "$r" via "$MN_HOST_IP" dev eth0; done
   fi
   if ! wire_up; then
     nohup "$WIRE" "$tap" "/run/netns/$ns" eth0 "$delay" "$CTL" >>"$MN_ROOT/log/wire-$ns.log" 2>&1 </dev/null &
