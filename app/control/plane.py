@@ -259,7 +259,6 @@ class ControlPlane:
         """Bytes per resumption, node and store, and the estimated transfer cost (app/control/egress.py)."""
         from . import egress
 
-        self._run(name)
         return egress.summarize(self.paths.run_dir(name), egress.load_prices(self.paths.home))
 
     def metrics(self, name: str) -> list[dict]:
