@@ -24,7 +24,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def mn_dataset(s3_server, mn_clusters) -> dict:
+def mn_dataset(mn_clusters, s3_server) -> dict:
     """The tiny-LM dataset in S3 (written once), with its total size in bytes."""
     bucket = s3_server.create_bucket()
     url = f"s3://{bucket}/data"

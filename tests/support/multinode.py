@@ -126,10 +126,11 @@ def _skip(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def mn_clusters(s3_server, tmp_path_factory):
+def mn_clusters(request, tmp_path_factory):
     reason = missing_requirements()
     if reason:
         _skip(reason)
+    s3_server = request.getfixturevalue("s3_server")   # only once the machine can run the clusters
     base = tmp_path_factory.mktemp("mn")
     host = S3_HOST.rsplit(".", 1)[0]
     port = s3_server.endpoint.rsplit(":", 1)[1]

@@ -15,6 +15,9 @@ wire_up() { [[ -f $PF ]] && kill -0 "$(cat "$PF")" 2>/dev/null; }
 case $cmd in
 on)
   delay=${3:?delay ms}; rate=${4:-none}
+  if ! command -v cc >/dev/null; then   # linkwire is built on first use (a fresh CI machine may lack a compiler)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+  fi
   if [[ ! -x $WIRE || $MN_HERE/linkwire.c -nt $WIRE ]]; then mkdir -p "$(dirname "$WIRE")"; cc -O2 -o "$WIRE" "$MN_HERE/linkwire.c"; fi
   echo "$delay" >"$CTL"
   if ! ip link show "$tap" >/dev/null 2>&1; then      # swap veth -> tap pair (node keeps its address)
