@@ -145,8 +145,8 @@ def mn_clusters(request, tmp_path_factory):
         for c in clusters:
             c.script("up.sh", timeout=300)
         yield clusters
-    finally:
-        for c in clusters:
+    finally:   # reverse order: the first cluster up owns /run/netns and removes it once both are gone
+        for c in reversed(clusters):
             c.script("down.sh", check=False, timeout=120)
 
 
