@@ -1,7 +1,7 @@
 """The main job on the embedded default: prepare a real text corpus (the Python standard library's
 sources, byte-level tokens) as MDS shards in file:// storage under FOUNDRY_HOME, stream it into the
-tiny GPT, train on CPU for a couple of minutes with checkpoints going to file:// storage, and show
-the loss going down.
+tiny GPT, train (on the GPU when there is one, else on CPU) for a couple of minutes with checkpoints
+going to file:// storage, and show the loss going down.
 
     python examples/main_job.py [--minutes 2] [--max-duration 2000ba] [--resume]
 
@@ -63,9 +63,9 @@ def main() -> int:
         (run_dir / "metrics.jsonl").unlink()
     trainer = build_trainer(data_url, save_folder, run_name="tiny-gpt", max_duration=a.max_duration,
                             save_interval="200ba", eval_interval="200ba", autoresume=a.resume,
-                            save_overwrite=not a.resume, run_dir=str(run_dir), device="cpu",
+                            save_overwrite=not a.resume, run_dir=str(run_dir), device="auto",
                             console_log_interval=25, callbacks=[TimeBudget(a.minutes * 60)])
-    print(f"training a {trainer.resolved_config['model']['parameters'] / 1e6:.1f}M-parameter GPT on CPU "
+    print(f"training a {trainer.resolved_config['model']['parameters'] / 1e6:.1f}M-parameter GPT on {trainer.device} "
           f"for {a.minutes:g} min (at most {a.max_duration}); checkpoints -> {trainer.cfg.save_url}", flush=True)
     t0 = time.time()
     trainer.fit()

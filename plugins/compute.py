@@ -35,6 +35,10 @@ class Capabilities:
     graceful_stop: bool = True
     max_nodes: int | None = None
     gpu_types: tuple[str, ...] = ()
+    # What a run spec may ask for; the control plane refuses what a provider cannot do (never ignores it).
+    images: bool = False                 # runs the spec's container `image` (kubernetes)
+    gpu_type_selection: bool = False     # places on a `gpu_type` (slurm gres, kubernetes node selector)
+    launch_modes: tuple[str, ...] = ("per_process",)   # + "per_node": JobRequest.extra["launch"]
 
 
 @dataclass
@@ -51,7 +55,9 @@ class JobRequest:
     run_name: str
     run_id: str
     resumption: int
-    command: list[str]              # argv run on every node under torchrun/srun
+    command: list[str]              # argv: once per process under torchrun, or once per node
+                                    # when extra["launch"] == "per_node" (NODE_RANK, NUM_NODES,
+                                    # LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR/PORT set)
     nodes: int = 1
     procs_per_node: int = 1         # devices (GPUs, or CPU processes) per node
     gpus_per_node: int = 0
@@ -107,6 +113,13 @@ class ComputeProvider(Protocol):
     def list(self) -> list[JobHandle]: ...
     def describe(self) -> dict[str, Any]:
         """Devices, nodes and state of the cluster for `foundry get clusters`."""
+
+    # Optional (looked up with getattr; a provider without them gets the control plane's grace period):
+    # def launch_intent(self, plan: Plan) -> dict: JSON that finds this launch again (a job folder, a
+    #     token), recorded before `launch` is called.
+    # def reclaim(self, intent: dict) -> JobHandle | None: after the launching process died without
+    #     recording a handle: the job's handle if it was launched (the control plane adopts it), or
+    #     None only once the provider has made sure that launch can never run.
 
 
 # The trainer exits with this code after a graceful pause (checkpoint published).

@@ -7,10 +7,13 @@ and `load_state_dict()` makes the next iteration continue right after them.
 
 from __future__ import annotations
 
+import signal
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from torch.utils.data import DataLoader, default_collate
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from .topology import Topology
 
@@ -30,15 +33,60 @@ def _batch_len(batch: Any) -> int | None:
     return None
 
 
-def _collate_read_only(batch: list) -> Any:
-    """default_collate for samples that are read-only views of mapped shards.
+def _stack(arrays: list) -> Any:
+    """Equal-shape numpy arrays -> one tensor, copied once (straight into shared memory inside a
+    DataLoader worker, so the batch reaches the main process without another copy)."""
+    first = arrays[0]
+    shape = (len(arrays), *first.shape)
+    dtype = torch.from_numpy(np.empty(0, first.dtype)).dtype
+    if get_worker_info() is not None:
+        storage = torch.UntypedStorage._new_shared(len(arrays) * first.nbytes)
+        out = torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+    else:
+        out = torch.empty(shape, dtype=dtype)
+    np.stack(arrays, out=out.numpy())
+    return out
 
-    Collating stacks the samples into a new tensor, so the read-only source is never written
+
+def _collate_read_only(batch: list) -> Any:
+    """default_collate, with numpy columns (read-only views of mapped shards) stacked in one copy.
+
+    Collating copies the samples into a new tensor, so the read-only source is never written
     through; torch's warning about non-writable arrays does not apply here.
     """
+    first = batch[0] if batch else None
+    if isinstance(first, dict):
+        out = {}
+        for key, value in first.items():
+            values = [sample[key] for sample in batch]
+            if (isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC
+                    and all(type(v) is np.ndarray and v.shape == value.shape and v.dtype == value.dtype for v in values)):
+                out[key] = _stack(values)
+            else:
+                out[key] = _collate_read_only(values)
+        return out
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return default_collate(batch)
+
+
+_NUMERIC = "biuf"
+
+
+class _IgnorePauseSignals:
+    """worker_init_fn wrapper: workers ignore SIGTERM/SIGINT. A pause signal sent to the whole
+    process group (scancel --signal, Ctrl-C, many supervisors) is the main process's to handle:
+    it finishes the step and checkpoints, then shuts the workers down itself. A picklable class,
+    not a closure, so it also works with the spawn and forkserver start methods."""
+
+    def __init__(self, inner: Callable[[int], None] | None):
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        if self.inner is not None:
+            self.inner(worker_id)
 
 
 class StreamingDataLoader(DataLoader):
@@ -46,12 +94,19 @@ class StreamingDataLoader(DataLoader):
         batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
         if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
             kwargs["collate_fn"] = _collate_read_only
+        kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 
     def __iter__(self) -> Iterator[Any]:
+        # Not a generator: the DataLoader iterator (which draws the workers' base seed from the
+        # global torch RNG) is made here, at iter() time, so a trainer can restore its RNG state
+        # right after iter() and every later draw matches the uninterrupted run.
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
+        return self._counted(super().__iter__())
+
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
             n = _batch_len(batch)
             self.num_samples_yielded += n if n is not None else (self.batch_size or 1)
             yield batch

@@ -23,6 +23,8 @@ class TimeUnit(str, Enum):
 
 
 _PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(ba|ep|sp|tok|dur)\s*$")
+# Far beyond any training run (1e18 tokens); keeps float->int exact-ish and never inf/OverflowError.
+MAX_COUNT = 1e18
 _UNITS_HINT = "use a number and a unit: 1000ba (batches), 2ep (epochs), 50000sp (samples), 1e6tok (tokens), 0.25dur"
 
 
@@ -48,6 +50,8 @@ class Time:
 
     @classmethod
     def _make(cls, value: float, unit: TimeUnit, text: str) -> "Time":
+        if not value <= MAX_COUNT:  # also inf, nan and ints too big for a float
+            raise ConfigError(f"invalid time {text!r}: too large (at most {MAX_COUNT:.0e})", hint=_UNITS_HINT)
         if value < 0:
             raise ConfigError(f"invalid time {text!r}: negative", hint=_UNITS_HINT)
         if unit is TimeUnit.DURATION:

@@ -104,14 +104,30 @@ def get_runs(json_out: bool = json_option()) -> None:
                                                          "created"])
 
 
+def _progress_line(p) -> str:
+    parts = [f"step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")]
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4g}")
+    if p.tokens_per_sec:
+        parts.append(f"{p.tokens_per_sec:,.0f} tokens/s")
+    if p.mfu is not None:
+        parts.append(f"MFU {p.mfu:.1%}")
+    return "progress: " + ", ".join(parts)
+
+
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
     """A run's spec, resumptions (one row each) and events."""
     _json(json_out)
     cp = _cp()
     run = cp.get_run(name)
+    from dataclasses import asdict
+
+    from foundry.app.control import run_views
+
+    progress = run_views.run_progress(cp, run)
     usage = cp.egress(name)
     if sink.json_mode:
-        data = run.to_dict()
+        data = dict(run.to_dict(), progress=asdict(progress))
         for res in data["resumptions"]:   # bytes per node under each resumption, summed for the run below
             res["egress"] = usage["resumptions"].get(str(res["index"]), {})
         data["egress"] = {k: usage[k] for k in ("nodes", "total", "cost")}
@@ -121,6 +137,8 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
                "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
                "retries": f"{run.retries_used}/{run.max_retries}",
                "command": run.spec.get("command", "(trainer parameters)")})
+    if progress.step is not None:
+        sink.lines([_progress_line(progress)])
     sink.out.print()
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),

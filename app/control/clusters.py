@@ -10,7 +10,6 @@ The file may be edited by hand; `foundry create cluster` / `delete cluster` edit
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,12 @@ from foundry.plugins.compute import ComputeProvider
 from foundry.plugins.errors import ConfigError
 from foundry.plugins.manager import compute_registry
 
+from foundry.app.names import check_name
+from foundry.app.runspec.yaml_limits import safe_load_limited
+
 from .models import ClusterInfo
 
 DEFAULT_CLUSTER = "local"
-CLUSTER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 class Clusters:
@@ -33,11 +34,8 @@ class Clusters:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         data: Any = {}
-        if self.path.exists():
-            try:
-                data = yaml.safe_load(self.path.read_text()) or {}
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"{self.path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        if self.path.exists():   # edited by hand: read with the run spec's limits (aliases, size, UTF-8)
+            data = safe_load_limited(self.path.read_bytes(), str(self.path)) or {}
         clusters = data.get("clusters", {}) if isinstance(data, dict) else None
         if not isinstance(clusters, dict):
             raise ConfigError(f"{self.path}: `clusters` must be a mapping of name -> {{provider: ...}}")
@@ -53,6 +51,7 @@ class Clusters:
         return list(self._load())
 
     def config(self, name: str) -> dict[str, Any]:
+        check_name("cluster", name)
         clusters = self._load()
         if name not in clusters:
             raise ConfigError(f"unknown cluster {name!r}",
@@ -69,8 +68,7 @@ class Clusters:
 
     def add(self, name: str, provider: str, options: dict[str, Any] | None = None,
             overwrite: bool = False) -> None:
-        if not CLUSTER_NAME_RE.match(name):
-            raise ConfigError(f"invalid cluster name {name!r}", hint="lowercase letters, digits and '-'")
+        check_name("cluster", name)
         if compute_registry().get(provider) is None:
             raise ConfigError(f"unknown provider {provider!r}",
                               hint=f"installed providers: {', '.join(compute_registry().names())}")
@@ -84,6 +82,7 @@ class Clusters:
             self._write(raw)
 
     def remove(self, name: str) -> None:
+        check_name("cluster", name)
         with FileLock(str(self.path) + ".lock"):
             raw = yaml.safe_load(self.path.read_text()) if self.path.exists() else None
             clusters = (raw or {}).get("clusters") or {}

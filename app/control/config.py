@@ -47,7 +47,9 @@ class FoundryPaths:
         return self.home / "runs"
 
     def run_dir(self, run_name: str) -> Path:
-        return self.runs_dir / run_name
+        from foundry.app.names import check_name
+
+        return self.runs_dir / check_name("run", run_name)
 
     def resumption_dir(self, run_name: str, index: int) -> Path:
         return self.run_dir(run_name) / f"resumption-{index}"

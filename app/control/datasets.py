@@ -21,6 +21,7 @@ from typing import Any, Callable
 import yaml
 from filelock import FileLock
 
+from foundry.app.names import check_name, to_name
 from foundry.plugins.errors import ConfigError
 
 Progress = Callable[[int, int], None]
@@ -66,7 +67,7 @@ class DatasetRegistry:
             raise ConfigError("a dataset URL is empty", hint="e.g. s3://bucket/path or /local/folder")
         if "://" not in url:
             url = Path(url).expanduser().absolute().as_uri()
-        entry = DatasetEntry(url, name or _default_name(url))
+        entry = DatasetEntry(url, check_name("dataset", name) if name is not None else _default_name(url))
         with FileLock(str(self.path) + ".lock"):
             items = self.list()
             if any(e.url == url or e.name == entry.name for e in items):
@@ -93,7 +94,7 @@ class DatasetRegistry:
 
 def _default_name(url: str) -> str:
     parts = [p for p in str(url).rstrip("/").split("/") if p]
-    return "-".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "dataset")
+    return to_name("-".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "dataset"))
 
 
 def _file_url(path_or_url: str | os.PathLike) -> str:
@@ -103,7 +104,7 @@ def _file_url(path_or_url: str | os.PathLike) -> str:
 
 def inspect_dataset(url: str) -> DatasetSummary:
     """Shards, samples, bytes, columns, compression (index.json only) — `foundry dataset inspect`'s numbers."""
-    from foundry.streaming.inspect import inspect_dataset as _inspect
+    from foundry.streaming.tools.inspect import inspect_dataset as _inspect
 
     info = _inspect(url, samples=0)
     compression = [c for c in info["compression"] if c != "none"]
@@ -119,7 +120,7 @@ def read_samples(url: str, start: int = 0, count: int = 10) -> list[dict[str, An
 
     Columns with an unsafe encoding (pkl) are refused with a DataError, as the dataset refuses them."""
     from foundry.streaming.format import open_shard
-    from foundry.streaming.inspect import fetch_shard, open_dataset_store, read_index
+    from foundry.streaming.tools.inspect import fetch_shard, open_dataset_store, read_index
 
     store = open_dataset_store(url)
     out: list[dict[str, Any]] = []
@@ -141,21 +142,21 @@ def read_samples(url: str, start: int = 0, count: int = 10) -> list[dict[str, An
 
 def verify_dataset(url: str, progress: Progress | None = None) -> list[str]:
     """Check every shard (hashes, sizes, headers), as `foundry dataset verify`; returns the problems."""
-    from foundry.streaming.verify import verify_dataset as _verify
+    from foundry.streaming.tools.verify import verify_dataset as _verify
 
     report = _verify(url, progress=progress)
     return [f"{bad.shard}: {problem}" for bad in report.bad for problem in bad.problems]
 
 
 def convert_to_mds(src: str | Path, dst: str, compression: str | None = None,
-                   hashes: tuple[str, ...] = ("sha1",), size_limit: int | str = "64mb",
+                   hashes: tuple[str, ...] | None = None, size_limit: int | str = "64mb",
                    progress: Callable[[int, int | None], None] | None = None) -> DatasetSummary:
     """Convert a JSONL/CSV file or an image folder into MDS at `dst` (`foundry dataset convert`)."""
-    from foundry.streaming.convert import convert
+    from foundry.streaming.tools.convert import convert
 
     if not Path(src).expanduser().exists():
         raise ConfigError(f"{str(src)!r} does not exist")
     dst = str(dst) if "://" in str(dst) else str(Path(dst).expanduser().absolute())
-    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=list(hashes),
+    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=None if hashes is None else list(hashes),
             size_limit=size_limit, progress=progress)
     return inspect_dataset(_file_url(dst))

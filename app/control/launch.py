@@ -10,6 +10,7 @@ torchrun. JobRequest.extra["setup_commands"] lists shell lines run once per node
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -49,6 +50,57 @@ def placement_for(spec: RunSpec, cluster: str | None = None, gpus: int | None = 
     return Placement(cluster or spec.compute.cluster or "local", nodes, devices, spec.compute.gpu_type)
 
 
+CPU_OVERSUBSCRIPTION = 8     # CPU processes per core a CPU-only node may be asked to run
+MIN_CPU_PROCESSES = 16
+
+
+def check_capacity(provider: Any, place: Placement) -> None:
+    """Refuse a placement larger than the cluster, where the provider says how large it is."""
+    from foundry.plugins.errors import ConfigError
+
+    max_nodes = getattr(provider.capabilities, "max_nodes", None)
+    if max_nodes is not None and place.nodes > max_nodes:
+        most = "one node" if max_nodes == 1 else f"at most {max_nodes} nodes"
+        raise ConfigError(f"cluster {place.cluster!r} runs on {most} (asked for {place.nodes})",
+                          hint="use fewer nodes (--nodes), or another cluster (--cluster)")
+    try:
+        desc = provider.describe() or {}
+    except Exception:  # capacity unknown (cluster unreachable now): the provider decides at launch
+        return
+    nodes, gpus = desc.get("nodes"), desc.get("gpus")
+    if isinstance(nodes, int) and nodes > 0 and place.nodes > nodes:
+        raise ConfigError(f"cluster {place.cluster!r} has {nodes} node(s); the run asks for {place.nodes}",
+                          hint="use fewer nodes (--nodes), or another cluster (--cluster)")
+    gpu_job = (place.gpu_type or "").lower() not in ("cpu", "none")
+    if isinstance(gpus, int) and gpus > 0 and gpu_job and place.devices > gpus:
+        raise ConfigError(f"cluster {place.cluster!r} has {gpus} GPU(s); the run asks for {place.devices}",
+                          hint="use fewer GPUs (--gpus), or another cluster (--cluster)")
+    cpus = desc.get("cpus")
+    if not gpus and isinstance(cpus, int) and cpus > 0 and isinstance(nodes, int) and nodes > 0:
+        most = max(MIN_CPU_PROCESSES, CPU_OVERSUBSCRIPTION * (cpus // nodes))
+        if place.procs_per_node > most:   # CPU processes: some oversubscription is fine, thousands are not
+            raise ConfigError(f"cluster {place.cluster!r} has {cpus // nodes} CPU(s) per node; "
+                              f"{place.procs_per_node} processes per node is more than {most}",
+                              hint="use fewer processes (--gpus is the total on a CPU cluster)")
+
+
+def check_support(provider: Any, place: Placement, spec: RunSpec) -> None:
+    """Refuse what the spec asks and the cluster cannot do: an image, a GPU type, a launch mode."""
+    from foundry.plugins.errors import ConfigError
+
+    caps, kind = provider.capabilities, getattr(provider, "name", "?")
+    if spec.image and not getattr(caps, "images", False):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot run container image {spec.image!r}",
+                          hint="remove `image` (the job uses the cluster's own environment), or use a kubernetes cluster")
+    if (place.gpu_type or "").lower() not in ("", "cpu", "none") and not getattr(caps, "gpu_type_selection", False):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot choose GPU type {place.gpu_type!r}",
+                          hint="remove `gpu_type` (or set it to cpu), or use a slurm/kubernetes cluster")
+    mode = spec.launch_mode
+    if mode not in getattr(caps, "launch_modes", ("per_process",)):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot start the command once per node "
+                          f"(launch: {mode})", hint="set `launch: per_process` (the command then runs once per device)")
+
+
 def job_command(spec: RunSpec) -> list[str]:
     if spec.command is None:
         return list(DEFAULT_TRAINER_COMMAND)
@@ -82,5 +134,5 @@ def build_request(paths: FoundryPaths, secrets: SecretStore, spec: RunSpec, run_
         gpus_per_node=place.procs_per_node if gpu_cluster else 0, gpu_type=place.gpu_type,
         image=spec.image, env=env, secret_files=files,
         log_dir=str(paths.resumption_dir(spec.name, resumption)),
-        extra={"setup_commands": setup, "priority": spec.scheduling.priority},
+        extra={"setup_commands": setup, "priority": spec.scheduling.priority, "launch": spec.launch_mode},
     )

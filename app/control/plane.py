@@ -9,7 +9,9 @@ and from several processes at once; every error is a FoundryError with a one-lin
 Runs
 - create_run(spec, *, name=None, cluster=None, gpus=None, nodes=None) -> RunInfo
       `spec`: a RunSpec, a dict, or a path to run.yaml. Records the run, plans it on its cluster,
-      launches resumption 0. ConfigError for a bad spec, an unknown cluster or secret, a taken name.
+      launches resumption 0. ConfigError for a bad spec, an unknown cluster or secret, a taken name,
+      a placement beyond the cluster, or an image/gpu_type/launch mode the cluster cannot honour.
+      Every resumption is recorded with a launch intent before anything starts (launch_intent.py).
 - dry_run(spec, **same overrides) -> DryRun: the normalized spec and the provider's plan, secrets masked.
 - list_runs(reconcile=True) -> list[RunInfo] (newest first, without events).
 - get_run(name, reconcile=True) -> RunInfo with resumptions (oldest first) and events.
@@ -48,15 +50,18 @@ from foundry.plugins.compute import JobHandle, Plan
 from foundry.plugins.errors import ConfigError, FoundryError, ProviderError
 from foundry.plugins.manager import notify_run_event, secret_type_registry
 
+from foundry.app.names import check_name
 from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
 
 from . import reconcile as _reconcile
 from .clusters import Clusters
 from .config import FoundryPaths
-from .launch import Placement, build_request, placement_for
+from .launch import Placement, build_request, check_capacity, check_support, placement_for
+from .launch_intent import launcher_alive, launching_intent, planning_intent, reclaim_after_error
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
+from .secret_vault import choose_vault
 from .secrets import SecretStore, mask
 
 log = logging.getLogger("foundry.control")
@@ -69,7 +74,8 @@ class ControlPlane:
         self.paths = FoundryPaths.resolve(home)
         self.registry = Registry(self.paths.registry)
         self.clusters = Clusters(self.paths.clusters_file)
-        self.secrets = SecretStore(self.paths.secrets_dir)
+        self.secrets = SecretStore(self.paths.secrets_dir,
+                                   choose_vault(os.environ.get("FOUNDRY_SECRET_STORE"), self.paths.home))
 
     # --- specs --------------------------------------------------------------------------------
     def _spec(self, spec: RunSpec | dict | str | os.PathLike, **overrides: Any) -> RunSpec:
@@ -81,6 +87,10 @@ class ControlPlane:
             spec = load_spec(spec)
         if any(v is not None for v in overrides.values()):
             spec = apply_overrides(spec, **overrides)
+        if spec.command is None:  # the built-in trainer: its parameters are checked now, not in the job
+            from foundry.trainer.parameters import check_parameters
+
+            check_parameters(spec.parameters)
         return spec
 
     def _check_refs(self, spec: RunSpec, cluster: str) -> None:
@@ -93,6 +103,8 @@ class ControlPlane:
     def _plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement,
               submit_dir: str | None = None) -> tuple[Any, Plan]:
         provider = self.clusters.provider(place.cluster)
+        check_capacity(provider, place)
+        check_support(provider, place, spec)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
                                 gpu_cluster=_has_gpus(provider, place))
         request.extra["submit_dir"] = submit_dir or os.getcwd()
@@ -120,40 +132,53 @@ class ControlPlane:
         place = placement_for(spec)
         self._check_refs(spec, place.cluster)
         self._plan(spec, "new", 0, place)  # a plan the provider refuses never becomes a run
+        # The run and its resumption 0 (with the launch intent) are born together, before anything
+        # starts: a CLI killed at any later moment leaves a run that reconcile settles (launch_intent.py).
         run_id = self.registry.create_run(spec.name, spec.to_dict(), spec.scheduling.max_retries,
-                                          submit_dir=os.getcwd())
+                                          submit_dir=os.getcwd(), first=self._resumption(place, "create"))
         self.emit(spec.name, "created", {"cluster": place.cluster})
-        self._launch(spec, run_id, place, cause="create")
+        self._launch(spec, run_id, place, cause="create", idx=0)
         return self.get_run(spec.name, reconcile=False)
 
-    def _launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str) -> int:
-        idx = self.registry.add_resumption(run_id, cluster=place.cluster, provider=self.clusters.config(
-            place.cluster)["provider"], nodes=place.nodes, devices=place.devices, cause=cause,
-            retry=cause == "retry")
+    def _resumption(self, place: Placement, cause: str) -> dict[str, Any]:
+        return dict(cluster=place.cluster, provider=self.clusters.config(place.cluster)["provider"],
+                    nodes=place.nodes, devices=place.devices, cause=cause, retry=cause == "retry",
+                    launch_intent=planning_intent())
+
+    def _launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str, idx: int | None = None) -> int:
+        if idx is None:
+            idx = self.registry.add_resumption(run_id, **self._resumption(place, cause))
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
+        provider, intent = None, None
         try:
             run = self.registry.get_run(spec.name, events=False)
             provider, plan = self._plan(spec, run_id, idx, place, run.submit_dir if run else None)
             self.paths.run_dir(spec.name).mkdir(parents=True, exist_ok=True)
+            # how to find the job if this process dies before its handle is recorded
+            intent = launching_intent(provider, plan)
+            self.registry.update_resumption(run_id, idx, launch_intent=intent)
             handle = provider.launch(plan)
-        except FoundryError as exc:
-            self.registry.transition(run_id, idx, "pending", "failed", "failed",
-                                     {**details, "reason": exc.message}, ended_at=time.time(),
-                                     exit_reason=f"launch failed: {exc.message}")
-            self.emit(spec.name, "failed", {**details, "reason": exc.message})
-            raise
         except Exception as exc:
-            reason = f"launch failed: {type(exc).__name__}: {exc}"
-            self.registry.transition(run_id, idx, "pending", "failed", "failed", {**details, "reason": reason},
-                                     ended_at=time.time(), exit_reason=reason)
-            raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc
+            # a launch that failed half-way (an sbatch that timed out after submitting) may have a job:
+            # adopt it, or make sure it never runs, before reporting the failure
+            handle = reclaim_after_error(provider, intent)
+            if handle is None:
+                message = exc.message if isinstance(exc, FoundryError) else f"{type(exc).__name__}: {exc}"
+                self.registry.transition(run_id, idx, "pending", "failed", "failed",
+                                         {**details, "reason": message}, ended_at=time.time(),
+                                         exit_reason=f"launch failed: {message}")
+                self.emit(spec.name, "failed", {**details, "reason": message})
+                if isinstance(exc, FoundryError):
+                    raise
+                raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc
+            log.warning("launching %s raised (%s), but its job %s exists: adopted", spec.name, exc, handle.job_id)
         self.registry.update_resumption(run_id, idx, handle=_handle_dict(handle), job_id=handle.job_id)
         self.registry.add_event(run_id, "launched", idx, {**details, "job_id": handle.job_id})
         self.emit(spec.name, "launched", {**details, "job_id": handle.job_id})
         return idx
 
     def _run(self, name: str) -> RunInfo:
-        run = self.registry.get_run(name)
+        run = self.registry.get_run(check_name("run", name))
         if run is None:
             raise ConfigError(f"no run named {name!r}", hint="`foundry get runs` lists runs")
         return run
@@ -227,6 +252,10 @@ class ControlPlane:
     def _handle(self, run: RunInfo, idx: int) -> JobHandle:
         data = self.registry.handle(run.id, idx)
         if data is None:
+            launcher = (self.registry.launch_intent(run.id, idx) or {}).get("launcher") or {}
+            if launcher and launcher_alive(launcher):
+                raise ProviderError(f"resumption {idx} of run {run.name!r} is being launched by process "
+                                    f"{launcher.get('pid')} right now", hint="try again in a moment")
             raise ProviderError(f"resumption {idx} of run {run.name!r} was never launched")
         return JobHandle(**data)
 

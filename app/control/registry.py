@@ -3,7 +3,9 @@
 WAL journal, a busy timeout, and every write in one `BEGIN IMMEDIATE` transaction: a process killed
 mid-transaction leaves no partial row (SQLite rolls the journal back), and two writers queue on the
 database lock instead of failing. State transitions are compare-and-set (`transition`) so that two
-reconcilers never both act on the same resumption. Nothing secret is ever stored here.
+reconcilers never both act on the same resumption. A resumption is inserted with its launch intent
+(who launches it, and later how to find its job) before anything starts, and a run with its first
+resumption in one transaction (see launch_intent.py). Nothing secret is ever stored here.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ CREATE TABLE IF NOT EXISTS resumptions (
     exit_code INTEGER,
     exit_reason TEXT,
     resumed_from TEXT,
+    launch_intent TEXT,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -79,6 +82,9 @@ class Registry:
             columns = {row["name"] for row in db.execute("PRAGMA table_info(runs)")}
             if "submit_dir" not in columns:  # databases from before the column existed
                 db.execute("ALTER TABLE runs ADD COLUMN submit_dir TEXT")
+            res_columns = {row["name"] for row in db.execute("PRAGMA table_info(resumptions)")}
+            if "launch_intent" not in res_columns:
+                db.execute("ALTER TABLE resumptions ADD COLUMN launch_intent TEXT")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -112,7 +118,10 @@ class Registry:
             db.close()
 
     # --- runs ---------------------------------------------------------------------------------
-    def create_run(self, name: str, spec: dict[str, Any], max_retries: int, submit_dir: str | None = None) -> str:
+    def create_run(self, name: str, spec: dict[str, Any], max_retries: int, submit_dir: str | None = None,
+                   first: dict[str, Any] | None = None) -> str:
+        """A new run; with `first` (add_resumption's keywords) its resumption 0 in the same transaction,
+        so no process death leaves a run without the resumption that says who is launching it."""
         run_id = uuid.uuid4().hex[:12]
         now = time.time()
         with self.write() as db:
@@ -125,6 +134,8 @@ class Registry:
                 (run_id, name, json.dumps(spec), max_retries, now, now, submit_dir),
             )
             _event(db, run_id, "created", None, {})
+            if first is not None:
+                _insert_resumption(db, run_id, **first)
         return run_id
 
     def run_id(self, name: str) -> str | None:
@@ -156,24 +167,29 @@ class Registry:
             )
 
     # --- resumptions --------------------------------------------------------------------------
-    def add_resumption(self, run_id: str, *, cluster: str, provider: str, nodes: int, devices: int,
-                       cause: str, resumed_from: str | None = None, retry: bool = False) -> int:
+    def add_resumption(self, run_id: str, **fields: Any) -> int:
+        """A new pending resumption (keywords: cluster, provider, nodes, devices, cause, resumed_from,
+        retry, launch_intent); returns its index."""
         with self.write() as db:
-            row = db.execute("SELECT COALESCE(MAX(idx), -1) + 1 AS n FROM resumptions WHERE run_id=?",
-                             (run_id,)).fetchone()
-            idx = row["n"]
-            db.execute(
-                "INSERT INTO resumptions (run_id, idx, cluster, provider, nodes, devices, state, cause,"
-                " started_at, resumed_from) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-                (run_id, idx, cluster, provider, nodes, devices, cause, time.time(), resumed_from),
-            )
-            db.execute("UPDATE runs SET status='pending', updated_at=?, retries_used=retries_used+?"
-                       " WHERE id=?", (time.time(), int(retry), run_id))
-        return idx
+            return _insert_resumption(db, run_id, **fields)
+
+    def launch_intent(self, run_id: str, idx: int) -> dict | None:
+        with self.read() as db:
+            row = db.execute("SELECT launch_intent FROM resumptions WHERE run_id=? AND idx=?",
+                             (run_id, idx)).fetchone()
+        return json.loads(row["launch_intent"]) if row and row["launch_intent"] else None
+
+    def adopt_handle(self, run_id: str, idx: int, handle: dict, job_id: str) -> bool:
+        """Record the handle of a job found after its launcher died, unless one is recorded already."""
+        with self.write() as db:
+            return db.execute(
+                "UPDATE resumptions SET handle=?, job_id=? WHERE run_id=? AND idx=? AND handle IS NULL",
+                (json.dumps(handle), job_id, run_id, idx)).rowcount > 0
 
     def update_resumption(self, run_id: str, idx: int, **fields: Any) -> None:
-        if "handle" in fields and not isinstance(fields["handle"], (str, type(None))):
-            fields["handle"] = json.dumps(fields["handle"])
+        for key in ("handle", "launch_intent"):
+            if key in fields and not isinstance(fields[key], (str, type(None))):
+                fields[key] = json.dumps(fields[key])
         sets = ", ".join(f"{k}=?" for k in fields)
         with self.write() as db:
             db.execute(f"UPDATE resumptions SET {sets} WHERE run_id=? AND idx=?",
@@ -209,6 +225,22 @@ class Registry:
     def integrity_ok(self) -> bool:
         with self.read() as db:
             return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _insert_resumption(db: sqlite3.Connection, run_id: str, *, cluster: str, provider: str, nodes: int,
+                       devices: int, cause: str, resumed_from: str | None = None, retry: bool = False,
+                       launch_intent: dict | None = None) -> int:
+    idx = db.execute("SELECT COALESCE(MAX(idx), -1) + 1 AS n FROM resumptions WHERE run_id=?",
+                     (run_id,)).fetchone()["n"]
+    db.execute(
+        "INSERT INTO resumptions (run_id, idx, cluster, provider, nodes, devices, state, cause,"
+        " started_at, resumed_from, launch_intent) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        (run_id, idx, cluster, provider, nodes, devices, cause, time.time(), resumed_from,
+         json.dumps(launch_intent) if launch_intent is not None else None),
+    )
+    db.execute("UPDATE runs SET status='pending', updated_at=?, retries_used=retries_used+?"
+               " WHERE id=?", (time.time(), int(retry), run_id))
+    return idx
 
 
 def _event(db: sqlite3.Connection, run_id: str, event: str, resumption: int | None, details: dict) -> None:

@@ -22,6 +22,8 @@ class RunProgress:
     loss: float | None = None
     throughput: float | None = None     # batches per second
     eta_s: float | None = None
+    tokens_per_sec: float | None = None  # tokens the model consumed, all ranks
+    mfu: float | None = None            # model FLOPs utilisation (0..1), when the device's peak is known
 
 
 @dataclass
@@ -70,6 +72,10 @@ def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> Ru
             out.loss = _num(row.get("loss"))
         if out.throughput is None:
             out.throughput = _num(row.get("throughput"))
+        if out.tokens_per_sec is None:
+            out.tokens_per_sec = _num(row.get("tokens_per_sec"))
+        if out.mfu is None:
+            out.mfu = _num(row.get("mfu"))
         if found_max and None not in (out.step, out.loss, out.throughput):
             break
     if out.step is not None and out.max_steps and out.throughput:
@@ -124,6 +130,17 @@ def run_checkpoints(cp, run: RunInfo) -> list[CheckpointRow]:
             for e in list_checkpoints(store)]
 
 
+def resumed_from(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Resumption index -> the checkpoint (URL) it resumed from, from the trainer's `resumed` records."""
+    out: dict[int, str] = {}
+    for row in records:
+        if row.get("event") == "resumed" and isinstance(row.get("resumption"), int):
+            checkpoint = row.get("checkpoint_url") or row.get("checkpoint")
+            if isinstance(checkpoint, str):
+                out[row["resumption"]] = checkpoint
+    return out
+
+
 def steps_by_resumption(run: RunInfo, records: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
     """Which steps each resumption covered: (first, last) step logged while it ran.
 
@@ -133,7 +150,7 @@ def steps_by_resumption(run: RunInfo, records: list[dict[str, Any]]) -> dict[int
     starts = [(r.started_at, r.index) for r in run.resumptions if r.started_at is not None]
     for row in records:
         step = row.get("step")
-        if not isinstance(step, int):
+        if not isinstance(step, int) or "event" in row:  # a fact (resumed at ...), not a trained step
             continue
         idx = row.get("resumption")
         if not isinstance(idx, int):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -17,9 +16,10 @@ from foundry.plugins.errors import ConfigError, CredentialsError
 from foundry.plugins.manager import secret_type_registry
 from foundry.plugins.secrets import SecretInjection, SecretType
 
-from .models import SecretInfo
+from foundry.app.names import ENV_NAME_RE, ENV_NAME_RULE, check_name, name_problem
 
-SECRET_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+from .models import SecretInfo
+from .secret_vault import KeyringVault
 
 
 def secret_type(kind: str) -> SecretType:
@@ -31,20 +31,19 @@ def secret_type(kind: str) -> SecretType:
 
 
 class SecretStore:
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, vault: KeyringVault | None = None):
         self.dir = Path(directory)
+        self.vault = vault   # None: values in the 0600 file; else secret fields in the OS keyring
 
     def _path(self, name: str) -> Path:
-        return self.dir / f"{name}.json"
+        return self.dir / f"{check_name('secret', name)}.json"  # every read, write and delete
 
     def _ensure_dir(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
 
     def create(self, name: str, kind: str, values: dict[str, str], overwrite: bool = False) -> SecretInfo:
-        if not SECRET_NAME_RE.match(name):
-            raise ConfigError(f"invalid secret name {name!r}",
-                              hint="use lowercase letters, digits and '-', at most 63 characters")
+        check_name("secret", name)
         stype = secret_type(kind)
         known = {f.name for f in stype.fields}
         unknown = sorted(set(values) - known)
@@ -55,12 +54,21 @@ class SecretStore:
         missing = [f.name for f in stype.fields if f.required and f.name not in values]
         if missing:
             raise ConfigError(f"secret type {kind!r} needs {', '.join(missing)}")
+        bad = [k for k in stype.inject(name, values).env if not ENV_NAME_RE.match(k)]
+        if bad:  # variable names only: a name is never a secret value
+            raise ConfigError(f"{kind} secret {name!r}: {', '.join(map(repr, bad))} is not a valid environment "
+                              "variable name", hint=ENV_NAME_RULE)
         self._ensure_dir()
         path = self._path(name)
         if path.exists() and not overwrite:
             raise ConfigError(f"a secret named {name!r} already exists",
                               hint=f"`foundry delete secret {name}` first")
         record = {"name": name, "kind": kind, "created_at": time.time(), "values": values}
+        if self.vault is not None:
+            secret = {f.name for f in stype.fields if f.secret}
+            self.vault.put(name, {k: v for k, v in values.items() if k in secret})
+            record.update(values={k: v for k, v in values.items() if k not in secret}, vault=self.vault.name,
+                          fields=sorted(values))
         tmp = self.dir / f".{name}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -76,6 +84,20 @@ class SecretStore:
         return self._info(record, stype)
 
     def _read(self, name: str) -> dict:
+        record = self._read_record(name)
+        if record.get("vault") == "keyring":
+            record["values"] = {**record["values"], **self._keyring(name).get(name)}
+        return record
+
+    def _keyring(self, name: str) -> KeyringVault:
+        if self.vault is not None:
+            return self.vault
+        if not KeyringVault.usable():
+            raise CredentialsError(f"secret {name!r} is in the OS keyring, which is not reachable now",
+                                   hint="install `keyring` and unlock the OS keyring, or recreate the secret")
+        return KeyringVault(self.dir.parent)
+
+    def _read_record(self, name: str) -> dict:
         try:
             return json.loads(self._path(name).read_text())
         except FileNotFoundError:
@@ -91,14 +113,16 @@ class SecretStore:
             public = {f.name: record["values"][f.name] for f in stype.fields
                       if not f.secret and f.name in record["values"]}
         return SecretInfo(name=record["name"], kind=record["kind"], created_at=record["created_at"],
-                          fields=sorted(record["values"]), public=public)
+                          fields=sorted(record.get("fields") or record["values"]), public=public)
 
     def list(self) -> list[SecretInfo]:
         if not self.dir.exists():
             return []
         infos = []
         for path in sorted(self.dir.glob("*.json")):
-            record = self._read(path.stem)
+            if name_problem("secret", path.stem):
+                continue  # not one of ours (no name we write looks like that)
+            record = self._read_record(path.stem)   # listing never needs the keyring's values
             reg = secret_type_registry().get(record["kind"])
             infos.append(self._info(record, reg.value if reg else None))
         return infos
@@ -107,8 +131,14 @@ class SecretStore:
         return self._path(name).exists()
 
     def delete(self, name: str) -> None:
+        path = self._path(name)
         try:
-            self._path(name).unlink()
+            if json.loads(path.read_text()).get("vault") == "keyring" and KeyringVault.usable():
+                self._keyring(name).delete(name)
+        except (OSError, ValueError):
+            pass  # missing (reported below) or corrupt (deleted below)
+        try:
+            path.unlink()
         except FileNotFoundError:
             raise ConfigError(f"no secret named {name!r}") from None
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from foundry.plugins.errors import ConfigError
 
 from .schema import RunSpec
+from .yaml_limits import MAX_BYTES, safe_load_limited
 
 # mcli's older top-level form -> where the key lives in the modern form.
 LEGACY_KEYS = {"run_name": ("name",), "gpu_num": ("compute", "gpus"),
@@ -108,19 +108,15 @@ def parse_spec(data: Any, source: str = "<spec>") -> RunSpec:
 def load_spec(path: str | Path) -> RunSpec:
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)   # never more than the limit, whatever the file's size
     except FileNotFoundError:
         raise ConfigError(f"run spec {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"run spec {str(path)!r} is a folder", hint="give the YAML file's path") from None
     except OSError as exc:
         raise ConfigError(f"cannot read run spec {str(path)!r}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path.name}:{where}: invalid YAML: {problem}") from None
-    return parse_spec(data, path.name)
+    return parse_spec(safe_load_limited(raw, path.name), path.name)
 
 
 def apply_overrides(spec: RunSpec, *, name: str | None = None, cluster: str | None = None,
@@ -133,4 +129,4 @@ def apply_overrides(spec: RunSpec, *, name: str | None = None, cluster: str | No
     for key, value in (("cluster", cluster), ("gpus", gpus), ("nodes", nodes)):
         if value is not None:
             compute[key] = value
-    return parse_spec(data, "overrides")
+    return parse_spec(data, "command-line overrides")

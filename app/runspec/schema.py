@@ -3,7 +3,7 @@
 The modern form (mcli's newer shape):
 
     name: tiny-gpt
-    image: python:3.11              # containers on kubernetes/clouds; ignored by local and slurm
+    image: python:3.11              # containers on kubernetes; refused by clusters that cannot run one
     command: python -m foundry.examples.gpt.train    # or a list (argv); or omit and give `parameters`
     parameters: {...}               # trainer config, passed to the job as FOUNDRY_PARAMETERS (YAML)
     compute: {cluster: local, gpus: 2, nodes: 1, gpu_type: a100, instance: ...}
@@ -15,28 +15,38 @@ The modern form (mcli's newer shape):
     scheduling: {max_retries: 2, priority: medium}
 
 `command` runs once per process (rank) under torchrun, with RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT set; integrations run once per node before it.
+MASTER_ADDR and MASTER_PORT set, unless it starts the ranks itself as mcli YAML does (composer,
+torchrun, ...): then once per node (`launch:` in launch_mode.py). Integrations run once per node
+before it. `image` and `gpu_type` are honoured where the cluster can (kubernetes; slurm gres) and
+refused elsewhere, never ignored.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from foundry.app.names import ENV_NAME_RE as ENV_KEY_RE, NAME_RULE, name_problem
+
+from .launch_mode import resolve_launch
+
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# Bounds far above any real cluster, so an absurd count is a one-line error, never a plan; a cluster
+# whose capacity is known is checked against it at launch (app/control/launch.check_capacity).
+MAX_DEVICES = 100_000
+MAX_NODES = 10_000
+
+
 class Compute(_Strict):
     cluster: str | None = None
-    gpus: int | None = Field(default=None, ge=0)     # total devices; on CPU clusters, processes
-    nodes: int = Field(default=1, ge=1)
+    gpus: int | None = Field(default=None, ge=0, le=MAX_DEVICES)   # total devices; on CPU clusters, processes
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES)
     gpu_type: str | None = None
     instance: str | None = None
 
@@ -104,15 +114,28 @@ class RunSpec(_Strict):
     secrets: list[str] = Field(default_factory=list)
     integrations: list[Integration] = Field(default_factory=list)
     scheduling: Scheduling = Field(default_factory=Scheduling)
+    launch: Literal["auto", "per_process", "per_node"] = "auto"   # see launch_mode.py
+
+    @property
+    def launch_mode(self) -> str:
+        """per_process or per_node: `launch`, with auto resolved from the command."""
+        return resolve_launch(self.launch, self.command)
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_RE.match(value):
-            raise ValueError(
-                f"{value!r} is not a valid run name: use lowercase letters, digits and '-', "
-                "start and end with a letter or digit, at most 63 characters"
-            )
+        problem = name_problem("run", value)
+        if problem:
+            raise ValueError(f"{problem}: {NAME_RULE}")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            problem = name_problem("secret", name)
+            if problem:
+                raise ValueError(f"{problem}: {NAME_RULE}")
         return value
 
     @field_validator("env_variables", mode="before")

@@ -3,6 +3,7 @@
 launch() starts `local_job` (setup steps, then torchrun over per-rank wrappers) in a new session, so
 the job outlives the CLI. Everything about a job lives in its job dir (JobRequest.log_dir):
   job.json, pid            what was launched, and the launcher's pid + start time
+  launch.claim             "started PID TIME" by the launcher, or "abandoned" by reclaim (local_claim.py)
   job.log                  launcher output and every rank's output prefixed "[rank N]"
   ranks/rank-N.log|.exit   one process's output and exit status
   exit.json                the final state, written by the launcher
@@ -31,6 +32,10 @@ from typing import Any, Iterator
 from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
 from foundry.plugins.errors import ProviderError
 
+from .local_claim import CLAIM_FILE, claim_launch, read_claim
+
+CLAIM_WAIT_S = 30.0   # how long reclaim waits for a launcher that runs to claim its folder
+
 
 class LocalProvider:
     name = "local"
@@ -41,8 +46,8 @@ class LocalProvider:
         gpus = self.config.get("gpus")
         if gpus is None:  # autodetect: a machine with an NVIDIA driver has GPUs
             gpus = shutil.which("nvidia-smi") is not None
-        self.capabilities = Capabilities(multi_node=False, gpus=bool(gpus),
-                                         preemption_notice=False, graceful_stop=True, max_nodes=1)
+        self.capabilities = Capabilities(multi_node=False, gpus=bool(gpus), preemption_notice=False,
+                                         graceful_stop=True, max_nodes=1, launch_modes=("per_process", "per_node"))
 
     # --- planning -----------------------------------------------------------------------------
     def _job_dir(self, request: JobRequest) -> Path:
@@ -56,13 +61,18 @@ class LocalProvider:
             raise ProviderError(f"the local provider runs on one node (asked for {request.nodes})",
                                 hint="use nodes: 1, or a slurm/kubernetes cluster")
         job_dir = self._job_dir(request)
-        torchrun = (f"torchrun --standalone --nnodes=1 --nproc_per_node={request.procs_per_node} "
-                    f"--no-python {shlex.join(request.command)}")
+        if request.extra.get("launch") == "per_node":   # the command starts its ranks itself (mcli)
+            command = (f"NODE_RANK=0 NUM_NODES=1 LOCAL_WORLD_SIZE={request.procs_per_node} "
+                       f"WORLD_SIZE={request.procs_per_node} MASTER_ADDR=127.0.0.1 {shlex.join(request.command)}")
+        else:
+            command = (f"torchrun --standalone --nnodes=1 --nproc_per_node={request.procs_per_node} "
+                       f"--no-python {shlex.join(request.command)}")
         setup = request.extra.get("setup_commands", [])
-        artifacts = {"command": torchrun, "job_dir": str(job_dir)}
+        artifacts = {"command": command, "job_dir": str(job_dir)}
         if setup:
             artifacts["setup"] = "\n".join(setup)
-        summary = f"local: {request.procs_per_node} process(es) under torchrun on this machine, logs in {job_dir}"
+        how = ("the command once (it starts them)" if request.extra.get("launch") == "per_node" else "under torchrun")
+        summary = f"local: {request.procs_per_node} process(es), {how} on this machine, logs in {job_dir}"
         return Plan(provider=self.name, request=request, summary=summary, artifacts=artifacts)
 
     # --- launching ----------------------------------------------------------------------------
@@ -82,16 +92,55 @@ class LocalProvider:
             env = {k: v.replace(mount.path, str(target)) for k, v in env.items()}
         return env
 
+    def launch_intent(self, plan: Plan) -> dict[str, Any]:
+        """Where `reclaim` finds this launch if the launching process dies before it has a handle."""
+        return {"job_dir": str(self._job_dir(plan.request))}
+
+    def reclaim(self, intent: dict[str, Any]) -> JobHandle | None:
+        """The handle of the job launched into intent["job_dir"], or None once it can never start.
+
+        The launcher (local_job) claims the job folder as its first act; here the claim is taken for
+        "abandoned" when nobody holds it, so a launcher that starts late exits without running."""
+        job_dir = Path(intent["job_dir"])
+        if not job_dir.is_dir():
+            return None
+        owner = read_claim(job_dir)
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while owner is None and self._launcher_started(job_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)   # its launcher runs and is about to claim the folder: let it
+            owner = read_claim(job_dir)
+        if owner is None:
+            owner = claim_launch(job_dir, "abandoned")
+        if owner == "abandoned":
+            return None
+        pid, created = (int(owner.split()[1]), float(owner.split()[2]))
+        job = json.loads((job_dir / "job.json").read_text())
+        return JobHandle(provider=self.name, cluster=self.cluster, job_id=job["job_id"],
+                         data={"job_dir": str(job_dir), "pid": pid, "create_time": created})
+
+    @staticmethod
+    def _launcher_started(job_dir: Path) -> bool:
+        """Whether the pid file names a live launcher (its process exists, with that start time)."""
+        try:
+            pid, created = (job_dir / "pid").read_text().split()
+            now = _create_time(int(pid))
+            return now is not None and (created == "None" or abs(now - float(created)) < 1.0)
+        except (OSError, ValueError):
+            return False
+
     def launch(self, plan: Plan) -> JobHandle:
         request = plan.request
         job_dir = self._job_dir(request)
         job_dir.mkdir(parents=True, exist_ok=True)
+        if (job_dir / CLAIM_FILE).exists():
+            raise ProviderError(f"local: job folder {job_dir} was already launched", hint="run dryrun again")
         job_id = f"local-{uuid.uuid4().hex[:8]}"
         command = list(request.command)
         if command and command[0].endswith(".py"):  # a script: run it with this interpreter (as slurm does)
             command = [sys.executable, *command]
         job = {"job_id": job_id, "run_name": request.run_name, "nprocs": request.procs_per_node,
-               "command": command, "setup_commands": request.extra.get("setup_commands", [])}
+               "command": command, "setup_commands": request.extra.get("setup_commands", []),
+               "launch": request.extra.get("launch", "per_process")}
         (job_dir / "job.json").write_text(json.dumps(job, indent=2))
         env = {**os.environ, **self._place_secret_files(request, job_dir)}
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -157,10 +206,11 @@ class LocalProvider:
             os.killpg(pid, signal.SIGTERM if graceful else signal.SIGKILL)
         except ProcessLookupError:
             return
-        if not graceful:  # ranks live in torchrun's sessions: kill them too
-            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):
+        if not graceful:  # each rank's command leads its own process group (local_rank): kill the group,
+            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):   # so what it started dies with it
                 try:
-                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                    rank_pid = int(pidfile.read_text())
+                    os.killpg(rank_pid, signal.SIGKILL)
                 except (ProcessLookupError, ValueError, PermissionError):
                     pass
 

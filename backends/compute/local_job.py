@@ -16,6 +16,7 @@ SIGTERM to this process group (a graceful stop) reaches torchrun, which forwards
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from foundry.plugins.compute import PAUSED_EXIT_CODE
 
+from .local_claim import claim_launch
 from .local_rank import write_atomic
 
 
@@ -62,6 +64,10 @@ def classify(codes: dict[int, int | None], nprocs: int, stop_requested: bool) ->
 
 
 def main(job_dir: Path) -> int:
+    owner = f"started {os.getpid()} {_create_time()}"
+    if claim_launch(job_dir, owner) != owner:  # the control plane gave this launch up (local_claim.py)
+        print("[launcher] this launch was abandoned by the control plane; not starting", flush=True)
+        return 0
     job = json.loads((job_dir / "job.json").read_text())
     stop_flag = job_dir / "stop-requested"
     signal.signal(signal.SIGTERM, lambda *_: None)  # torchrun (same group) handles the stop
@@ -74,25 +80,50 @@ def main(job_dir: Path) -> int:
             write_atomic(job_dir / "exit.json", json.dumps(
                 {"state": "failed", "exit_code": rc, "reason": f"setup step failed ({rc}): {line}"}))
             return 1
-    cmd = [sys.executable, "-c", TORCHRUN, "--standalone", "--nnodes=1",
-           f"--nproc_per_node={job['nprocs']}", "--max-restarts=0", "--no-python",
-           sys.executable, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--",
-           *job["command"]]
-    print(f"[launcher] {time.strftime('%H:%M:%S')} starting torchrun", flush=True)
-    rc = subprocess.call(cmd, stdin=subprocess.DEVNULL)
+    rank_wrapper = [sys.executable, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--",
+                    *job["command"]]
+    env = None
+    nprocs = job["nprocs"]
+    if job.get("launch") == "per_node":   # mcli: the command runs once and starts the ranks itself
+        cmd, env, nprocs = rank_wrapper, node_environment(job["nprocs"]), 1
+        print(f"[launcher] {time.strftime('%H:%M:%S')} starting the command once for the node", flush=True)
+    else:
+        cmd = [sys.executable, "-c", TORCHRUN, "--standalone", "--nnodes=1",
+               f"--nproc_per_node={job['nprocs']}", "--max-restarts=0", "--no-python", *rank_wrapper]
+        print(f"[launcher] {time.strftime('%H:%M:%S')} starting torchrun", flush=True)
+    rc = subprocess.call(cmd, stdin=subprocess.DEVNULL, env=env)
     codes: dict[int, int | None] = {}
-    for rank in range(job["nprocs"]):
+    for rank in range(nprocs):
         path = job_dir / "ranks" / f"rank-{rank}.exit"
         codes[rank] = int(path.read_text()) if path.exists() else None
     if rc != 0 and all(c is None for c in codes.values()) and not stop_flag.exists():
         state, code, reason = "failed", rc, f"torchrun exited {rc} before starting the ranks"
     else:
-        state, code, reason = classify(codes, job["nprocs"], stop_flag.exists())
+        state, code, reason = classify(codes, nprocs, stop_flag.exists())
     shutil.rmtree(job_dir / "secrets", ignore_errors=True)  # secret files live only while the job runs
     write_atomic(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
                                                     "ranks": codes}))
     print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)
     return 0
+
+
+def node_environment(nprocs: int) -> dict[str, str]:
+    """What mcli gives a once-per-node command (composer's and torchrun's launchers read these)."""
+    import socket
+
+    with socket.socket() as sock:   # a free port for the command's own rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK")}
+    env.update(NODE_RANK="0", NUM_NODES="1", LOCAL_WORLD_SIZE=str(nprocs), WORLD_SIZE=str(nprocs),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    return env
+
+
+def _create_time() -> float:
+    import psutil
+
+    return psutil.Process(os.getpid()).create_time()
 
 
 if __name__ == "__main__":

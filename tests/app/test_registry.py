@@ -78,3 +78,23 @@ def test_writer_killed_mid_transaction_leaves_no_trace(tmp_path):
     assert [r.name for r in reg.list_runs()] == ["before"]
     reg.create_run("after", {"name": "after"}, 0)  # the lock died with the writer
     assert reg.integrity_ok()
+
+
+def test_a_registry_from_before_launch_intents_opens_and_settles_the_old_way(tmp_path):
+    """Databases written before the launch_intent column get it; their rows have no intent, so a
+    handle-less resumption is settled after the grace period as before."""
+    import sqlite3
+
+    from foundry.app.control.registry import SCHEMA
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(SCHEMA.replace("    launch_intent TEXT,\n", ""))
+        assert "launch_intent" not in {r[1] for r in db.execute("PRAGMA table_info(resumptions)")}
+    reg = Registry(path)
+    run_id = reg.create_run("old", {"name": "old", "command": "x"}, 0)
+    idx = reg.add_resumption(run_id, cluster="local", provider="local", nodes=1, devices=1, cause="create")
+    assert reg.launch_intent(run_id, idx) is None
+    reg.update_resumption(run_id, idx, launch_intent={"stage": "planning"})
+    assert reg.launch_intent(run_id, idx) == {"stage": "planning"}
+    assert reg.adopt_handle(run_id, idx, {"job_id": "j"}, "j") and not reg.adopt_handle(run_id, idx, {}, "k")

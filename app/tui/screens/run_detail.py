@@ -125,7 +125,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
         summary = Text.assemble(
             (run.name, "bold"), "  ", status_text(run.status), f"  on {run.cluster} ({run.devices} dev, "
             f"{run.nodes} node)  step {fmt.step_of(progress.step, progress.max_steps)}  loss "
-            f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  ETA "
+            f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  "
+            + (f"MFU {progress.mfu:.1%}  " if progress.mfu is not None else "") + "ETA "
             f"{fmt.duration(progress.eta_s)}  retries {run.retries_used}/{run.max_retries}  age "
             f"{fmt.age(run.created_at, now)}")
         self.query_one("#run-summary", Static).update(summary)

@@ -63,6 +63,13 @@ def entrypoint(request: JobRequest, cfg: KubernetesConfig, rdzv_host: str, rdzv_
                 "--no-python", "bash", f"{POD_DIR}/rank.sh"]
     if worker[0].endswith(".py"):
         torchrun.append(cfg.python)
+    start = f'{shlex.join(torchrun)} "$@" &'
+    if request.extra.get("launch") == "per_node":   # mcli: the command runs once per pod and starts its ranks
+        ppn = request.procs_per_node
+        start = (f"export NODE_RANK=$JOB_COMPLETION_INDEX RANK=$JOB_COMPLETION_INDEX NUM_NODES={request.nodes} "
+                 f"LOCAL_WORLD_SIZE={ppn} WORLD_SIZE={request.nodes * ppn} MASTER_ADDR={rdzv_host} "
+                 f"MASTER_PORT={cfg.rdzv_port}\n"
+                 f'bash "$dir/rank.sh" "$@" &')
     return f"""set -uo pipefail
 dir={POD_DIR}; mkdir -p "$dir/ranks" "$dir/logs"
 cat > "$dir/rank.sh" <<'FOUNDRY_EOF'
@@ -75,7 +82,7 @@ FOUNDRY_EOF
 foundry_pause() {{ echo "foundry: SIGTERM: pausing the ranks"; touch "$dir/pause_requested"; bash "$dir/pause.sh"; }}
 trap foundry_pause TERM
 echo "foundry: pod $(hostname) of {request.nodes}, rendezvous {rdzv_host}:{cfg.rdzv_port}"
-{shlex.join(torchrun)} "$@" &
+{start}
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
 wait "$pid"; rc=$?

@@ -42,7 +42,8 @@ class SlurmProvider:
     """One Slurm cluster. `SlurmProvider({"partition": ..., "ssh_host": ...})`."""
 
     name = "slurm"
-    capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True)
+    capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True,
+                                gpu_type_selection=True, launch_modes=("per_process", "per_node"))
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         self.config = SlurmConfig.from_dict(cluster_config)
@@ -90,6 +91,15 @@ class SlurmProvider:
             data={"job_dir": job_dir, "nodes": request.nodes, "run_name": request.run_name,
                   "run_id": request.run_id, "resumption": request.resumption},
         )
+
+    # ---- a launch whose launcher died before recording the job id (reclaim.py)
+    def launch_intent(self, plan: Plan) -> dict[str, Any]:
+        return {"job_dir": plan.request.extra["slurm_job_dir"]}
+
+    def reclaim(self, intent: dict[str, Any]) -> JobHandle | None:
+        from .reclaim import reclaim
+
+        return reclaim(self, intent)
 
     # ---- observing
     def _squeue(self, job_id: str | None = None) -> dict[str, dict[str, str]]:

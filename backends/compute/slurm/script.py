@@ -26,6 +26,7 @@ from .config import SlurmConfig
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOB_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 COMMENT_PREFIX = "foundry"
+CLAIM_FILE = "launch.claim"   # "job ID" (taken by the batch script) or "abandoned" (reclaim.py)
 
 
 def secret_path(job_dir: str, path: str) -> str:
@@ -111,6 +112,16 @@ if [ -n "$failed" ] && [ "$rc" != 0 ]; then rc=$failed
 elif [ "$paused" = 1 ]; then rc={PAUSED_EXIT_CODE}; fi"""
 
 
+def claim_snippet() -> str:
+    """The job claims its folder first: a launch the control plane abandoned (its launcher died
+    before recording the job) never runs; a requeued job finds its own claim and goes on."""
+    return f"""claim="$FOUNDRY_JOB_DIR/{CLAIM_FILE}"
+echo "job $SLURM_JOB_ID" > "$claim.$SLURM_JOB_ID" && ln "$claim.$SLURM_JOB_ID" "$claim" 2>/dev/null; rm -f "$claim.$SLURM_JOB_ID"
+if [ "$(cat "$claim" 2>/dev/null)" != "job $SLURM_JOB_ID" ]; then
+  echo "foundry: this launch was abandoned by the control plane; not running"; exit 0
+fi"""
+
+
 def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
     if request.nodes < 1 or request.procs_per_node < 1:
         raise ConfigError("nodes and processes per node must be at least 1")
@@ -151,6 +162,12 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
         "--max_restarts=0", "--no-python", "bash", q(str(d / "rank.sh")),
     ]
     torchrun_line = " ".join(t if t.startswith("--") or t == "bash" else q(t) for t in torchrun)
+    node_env = ""
+    if request.extra.get("launch") == "per_node":   # mcli: the command runs once per node, starts its ranks
+        node_cmd = f'export RANK=$SLURM_NODEID NODE_RANK=$SLURM_NODEID; exec bash {q(str(d / "rank.sh"))} "$@"'
+        torchrun_line = f"bash -c {q(node_cmd)} foundry-node"
+        node_env = ('export NUM_NODES=$NNODES LOCAL_WORLD_SIZE=$NPROC_PER_NODE '
+                    'WORLD_SIZE=$(( NNODES * NPROC_PER_NODE ))   # launch: per_node (mcli)')
     command = " ".join(q(a) for a in worker_argv(request, cfg))
     setup = "\n".join([*cfg.setup, setup_snippet(request, '"$FOUNDRY_JOB_DIR/exit_code"')]).strip()
     path_line = f'export PATH={q(str(PurePosixPath(cfg.python).parent))}:"$PATH"' if cfg.python.startswith("/") else ""
@@ -164,6 +181,7 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
 {secret_lines}
 set -uo pipefail
 export FOUNDRY_JOB_DIR={q(job_dir)}
+{claim_snippet()}
 set -a; source "$FOUNDRY_JOB_DIR/env.sh"; set +a   # env + secrets, mode 0600
 export RUN_NAME={q(request.run_name)} RUN_ID={q(request.run_id)} RESUMPTION_INDEX={request.resumption}
 export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
@@ -172,6 +190,7 @@ export FOUNDRY_SECRETS_DIR="$FOUNDRY_JOB_DIR/secrets" PYTHONUNBUFFERED=1
 export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 export MASTER_PORT=$(( {cfg.rdzv_port_base} + SLURM_JOB_ID % 10000 ))
 export NNODES=$SLURM_JOB_NUM_NODES NPROC_PER_NODE={request.procs_per_node}
+{node_env}
 echo "foundry: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 foundry_pause() {{  # SIGTERM once to every worker (not torchrun): they checkpoint and exit {PAUSED_EXIT_CODE}
@@ -214,7 +233,7 @@ def render_rank_wrapper(job_dir: str) -> str:
 # one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
 dir={d}
 node=${{SLURMD_NODENAME:-$(hostname)}}
-export NODE_RANK=${{GROUP_RANK:-0}}   # torchrun's node rank (RANK = NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK)
+export NODE_RANK=${{GROUP_RANK:-${{NODE_RANK:-0}}}}   # torchrun's node rank (launch per_node: already set)
 exec 3> >(trap '' TERM INT; exec tee -a "$dir/logs/rank-$RANK.log")
 setsid "$@" >&3 2>&3 &
 child=$!

@@ -62,4 +62,4 @@ def test_jobs_start_in_the_runs_submit_dir_or_the_clusters_workdir():
 
 def test_rank_wrapper_gives_every_rank_its_node_rank():
     script = SlurmProvider({}).dryrun(_request(extra={})).artifacts["rank.sh"]
-    assert "export NODE_RANK=${GROUP_RANK:-0}" in script
+    assert "export NODE_RANK=${GROUP_RANK:-${NODE_RANK:-0}}" in script
