@@ -178,9 +178,14 @@ def secret_type_registry() -> Registry:
     return _registry("secret type", "register_secret_types")
 
 
-def open_store(url: str, options: dict[str, Any] | None = None):
-    """Build the ObjectStore registered for `url`'s scheme, rooted at `url`."""
+def open_store(url: str, options: dict[str, Any] | None = None, purpose: str | None = None):
+    """Build the ObjectStore registered for `url`'s scheme, rooted at `url`, metered (plugins.transfers):
+    its transfers count as `purpose` (data, checkpoint, upload, other); by default the calling module
+    says which (the streaming loader reads data, the trainer's checkpoint code checkpoints)."""
+    import sys
+
     from .storage import StorageURL
+    from .transfers import MeteredStore, purpose_of
 
     parsed = StorageURL.parse(url)
     registration = storage_registry().get(parsed.scheme)
@@ -192,7 +197,10 @@ def open_store(url: str, options: dict[str, Any] | None = None):
         )
     if parsed.scheme == "file" and "://" not in url:
         url = parsed.join("")
-    return registration.value.from_url(url, options or {})
+    store = registration.value.from_url(url, options or {})
+    if purpose is None:
+        purpose = purpose_of(sys._getframe(1).f_globals.get("__name__", ""))
+    return MeteredStore(store, purpose)
 
 
 def list_plugins() -> list[PluginInfo]:

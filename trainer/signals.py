@@ -1,5 +1,6 @@
 """Graceful pause: the first SIGTERM/SIGINT asks the loop to stop after the current step; a
-second one exits at once (exit status 128 + signal number), without a checkpoint.
+second one exits at once (exit status 128 + signal number), without a checkpoint. After training has
+completed (`settle`), a stop has nothing left to pause: the process exits 0 instead of dying of it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,22 @@ class PauseRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
         self._previous.clear()
+
+    def settle(self) -> None:
+        """Training completed and its final checkpoint is published. A stop that lands now (the scheduler
+        signalling every rank while the process shuts down) must leave the run `completed`: exit 0 at
+        once instead of restoring the default action, which would die with 143 and fail the job."""
+        if not self._previous:
+            return  # never installed (not the main thread)
+        for sig in self.signals:
+            signal.signal(sig, self._exit_completed)
+        self._previous.clear()
+
+    def _exit_completed(self, signum, frame) -> None:
+        sys.stderr.write(f"foundry: {signal.Signals(signum).name} after training completed: exiting 0\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(0)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:

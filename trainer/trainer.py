@@ -220,7 +220,8 @@ class Trainer:
             if not self.paused:
                 self._finish()
         finally:
-            self.pause.uninstall()
+            # multinode (issue 14): a stop after the last step must not fail a completed run (exit 143)
+            self.pause.settle() if self._done() and not self.paused else self.pause.uninstall()
         return self
 
     def _epoch_iterator(self, point: ResumePoint | None, skip: int):

@@ -143,8 +143,13 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     from foundry.app.control import run_views
 
     progress = run_views.run_progress(cp, run)
+    usage = cp.egress(name)
     if sink.json_mode:
-        sink.emit(dict(run.to_dict(), progress=asdict(progress)))
+        data = dict(run.to_dict(), progress=asdict(progress))
+        for res in data["resumptions"]:   # bytes per node under each resumption, summed for the run below
+            res["egress"] = usage["resumptions"].get(str(res["index"]), {})
+        data["egress"] = {k: usage[k] for k in ("nodes", "total", "cost")}
+        sink.emit(data)
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
                "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
@@ -163,6 +168,12 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     if curve:
         sink.out.print()
         sink.lines([curve])
+    if usage["nodes"]:
+        from foundry.app.control import egress
+
+        sink.out.print()
+        sink.emit(egress.rows(usage), title="Transfers per node (storage layer, exact bytes)")
+        sink.lines([egress.cost_line(usage)])
     sink.out.print()
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}

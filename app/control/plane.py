@@ -216,8 +216,10 @@ class ControlPlane:
             raise ConfigError(f"run {name!r} is {run.status}; only {', '.join(RESUMABLE)} runs can be resumed")
         spec = parse_spec(run.spec)
         last = run.latest
-        place = placement_for(spec, cluster or (last.cluster if last else None),
-                              gpus if gpus is not None else (last.devices if last else None),
+        if gpus is None and last is not None:
+            # `--nodes N` alone keeps the processes per node and derives the total
+            gpus = last.devices // max(1, last.nodes) * nodes if nodes else last.devices
+        place = placement_for(spec, cluster or (last.cluster if last else None), gpus,
                               nodes or (last.nodes if last else None))
         self._check_refs(spec, place.cluster)
         idx = self._launch(spec, run.id, place, cause="resume")
@@ -294,6 +296,12 @@ class ControlPlane:
                 yield f"--- resumption {idx} ({latest.cause}) on {latest.cluster} ---"
             yield from self.logs(name, resumption=idx, rank=rank, follow=True)
             self.wait(name)
+
+    def egress(self, name: str) -> dict:
+        """Bytes per resumption, node and store, and the estimated transfer cost (app/control/egress.py)."""
+        from . import egress
+
+        return egress.summarize(self.paths.run_dir(name), egress.load_prices(self.paths.home))
 
     def metrics(self, name: str) -> list[dict]:
         self._run(name)

@@ -80,7 +80,9 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
                 cp.emit(run.name, state, {"resumption": res.index, "cluster": res.cluster})
             continue
         # A job that ends by a signal after the user stopped it was stopped; one that fails on its own
-        # error while stopping (exit code < 128) still failed.
+        # error while stopping (exit code < 128) still failed. "stopping" means someone asked: providers
+        # report STOPPING only from the marker their stop() writes (never from a SIGTERM the scheduler
+        # sent on its own, e.g. Slurm after NODE_FAIL), so a lost node stays LOST and is retried.
         stopped_by_user = res.state == "stopping" and (
             status.state is JobState.LOST
             or status.state is JobState.FAILED and (status.exit_code is None or status.exit_code >= 128))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -30,6 +31,12 @@ from foundry.trainer import Trainer, WarmupCosine  # noqa: E402
 from foundry.trainer.dist import DistEnv  # noqa: E402
 
 
+def default_cache_dir(run_name: str) -> str:
+    """Node-local by default: $FOUNDRY_CACHE_DIR, else the node's temp folder (TMPDIR is local on clusters)."""
+    root = os.environ.get("FOUNDRY_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "foundry-cache")
+    return os.path.join(root, run_name)
+
+
 def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt", max_duration: str = "300ba",
                   global_batch: int = 16, lr: float = 2e-3, save_interval: str = "100ba", eval_interval: str = "100ba",
                   autoresume: bool = False, save_overwrite: bool = True, run_dir: str | None = None,
@@ -38,10 +45,13 @@ def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt"
     if global_batch % env.world_size:
         raise SystemExit(f"global batch {global_batch} is not divisible by {env.world_size} ranks")
     per_rank = global_batch // env.world_size
-    cache = Path(cache_dir or os.path.join(run_dir or ".", "data-cache"))
-    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=str(cache / f"train-rank{env.rank}"),
+    # One cache per node, shared by the node's ranks (the loader coordinates them through the folder):
+    # each shard is downloaded once per node, not once per rank. The script passes a node-local folder;
+    # library callers that give only run_dir keep the cache there.
+    cache = Path(cache_dir or (os.path.join(run_dir, "data-cache") if run_dir else default_cache_dir(run_name)))
+    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=str(cache / "train"),
                              shuffle=True, shuffle_seed=17, batch_size=per_rank, num_canonical_nodes=1)
-    val = StreamingDataset(remote=f"{data.rstrip('/')}/val", local=str(cache / f"val-rank{env.rank}"),
+    val = StreamingDataset(remote=f"{data.rstrip('/')}/val", local=str(cache / "val"),
                            shuffle=False, batch_size=per_rank, num_canonical_nodes=1)
     torch.manual_seed(17)
     model = GPT(model_cfg or GPTConfig())
@@ -60,7 +70,7 @@ def train_loader(data: str, global_batch: int = 16, cache_dir: str = "data-cache
     """A factory for run specs' `parameters` (`train_dataloader: foundry.examples.gpt.train:train_loader`)."""
     env = DistEnv.detect()
     per_rank = global_batch // env.world_size
-    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=f"{cache_dir}/train-rank{env.rank}",
+    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=f"{cache_dir}/train",
                              shuffle=True, shuffle_seed=17, batch_size=per_rank, num_canonical_nodes=1)
     return StreamingDataLoader(train, batch_size=per_rank, num_workers=0)
 
@@ -76,6 +86,8 @@ def main() -> None:
     p.add_argument("--autoresume", action="store_true")
     p.add_argument("--load-path", help="start from this checkpoint (a save folder or one checkpoint's URL)")
     p.add_argument("--run-dir")
+    p.add_argument("--cache-dir", help="shard cache shared by this node's ranks (default: node-local "
+                                       "$FOUNDRY_CACHE_DIR or TMPDIR/foundry-cache, per run)")
     p.add_argument("--device", default="auto", help="auto (the GPU when present), cpu, cuda")
     p.add_argument("--precision", default="auto", help="auto, fp32, bf16 or fp16")
     p.add_argument("--parallelism", default="auto", help="auto (DDP when distributed), ddp, fsdp or none")
@@ -83,6 +95,7 @@ def main() -> None:
     a = p.parse_args()
     trainer = build_trainer(a.data, a.save_folder, a.run_name, a.max_duration, a.global_batch,
                             save_interval=a.save_interval, autoresume=a.autoresume, run_dir=a.run_dir,
+                            cache_dir=a.cache_dir or default_cache_dir(a.run_name),
                             load_path=a.load_path, device=a.device, precision=a.precision,
                             parallelism=a.parallelism, checkpoint_layout=a.checkpoint_layout)
     trainer.fit()

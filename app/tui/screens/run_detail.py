@@ -12,7 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from foundry.app.control import run_views
+from foundry.app.control import egress, run_views
 from foundry.app.control.secret_env import secret_environment
 
 from .. import format as fmt
@@ -45,6 +45,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
                     yield MetricPlot("throughput", "throughput (ba/s)", id="plot-throughput")
             with TabPane("Resumptions", id="tab-resumptions"):
                 yield ResumptionTimeline("loading…", id="timeline")
+                yield Static("", id="transfers")   # bytes per node and store; shown once a job reported some
             with TabPane("Checkpoints", id="tab-checkpoints"):
                 yield DataTable(id="checkpoints", cursor_type="row")
                 yield Static("", id="checkpoint-url", markup=False)
@@ -90,8 +91,9 @@ class RunDetailScreen(RunActions, FoundryScreen):
         spans = run_views.steps_by_resumption(run, records)
         full = self._ticks % 5 == 0
         self._ticks += 1
-        checkpoints = config = logs = url = None
+        checkpoints = config = logs = url = usage = None
         if full:
+            usage = plane.egress(self.run_name)
             url = run_views.save_url(plane, run)
             config = run_views.resolved_config(plane, self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
@@ -103,6 +105,23 @@ class RunDetailScreen(RunActions, FoundryScreen):
         if get_current_worker().is_cancelled:
             return  # a newer refresh replaced this one
         self.app.call_from_thread(self._show, run, records, progress, spans, checkpoints, config, logs, url)
+        if usage is not None:
+            self.app.call_from_thread(self._show_transfers, usage)
+
+    def _show_transfers(self, usage: dict) -> None:
+        widget = self.query_one("#transfers", Static)
+        widget.display = bool(usage["nodes"])
+        if not usage["nodes"]:
+            return
+        from rich.table import Table
+
+        table = Table(title="Transfers per node (exact bytes)", caption=egress.cost_line(usage), expand=False)
+        rows = egress.rows(usage)
+        for key in rows[0]:
+            table.add_column(key, justify="right" if key not in ("node",) else "left")
+        for row in rows:
+            table.add_row(*(str(v) for v in row.values()))
+        widget.update(table)
 
     def _show(self, run, records, progress, spans, checkpoints, config, logs, url) -> None:
         now = self.app.clock()

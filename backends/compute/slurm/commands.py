@@ -26,16 +26,20 @@ class SlurmCLI:
     live on the cluster's shared filesystem and are read with `cat`/`tail` there.
     """
 
-    def __init__(self, ssh_host: str | None = None, timeout: float = 60.0):
+    def __init__(self, ssh_host: str | None = None, timeout: float = 60.0, env: dict[str, str] | None = None):
         self.ssh_host = ssh_host
         self.timeout = timeout
+        self.env = dict(env or {})   # the cluster's own SLURM_CONF etc., whatever the caller's environment
 
     def run(self, argv: list[str], input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        full = argv
+        full, env = argv, None
         if self.ssh_host:
-            full = ["ssh", "-o", "BatchMode=yes", self.ssh_host, "--", shlex.join(argv)]
+            remote = ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv] if self.env else argv
+            full = ["ssh", "-o", "BatchMode=yes", self.ssh_host, "--", shlex.join(remote)]
+        elif self.env:
+            env = {**os.environ, **self.env}
         try:
-            proc = subprocess.run(full, input=input, capture_output=True, timeout=self.timeout)
+            proc = subprocess.run(full, input=input, capture_output=True, timeout=self.timeout, env=env)
         except FileNotFoundError as exc:
             raise ProviderError(
                 f"slurm: {full[0]!r} not found",

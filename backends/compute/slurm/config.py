@@ -15,7 +15,14 @@ clusters:
     cpus_per_task: 8          # optional
     setup: ["module load cuda"]     # optional shell lines run before srun
     sbatch_args: ["--qos=high"]      # optional extra sbatch options
+    slurm_conf: /etc/slurm-b/slurm.conf   # optional: this cluster's slurm.conf (SLURM_CONF for its commands)
+    env: {SLURM_CONF: ..., PATH: ...}      # optional: environment for sbatch/squeue/scancel/sinfo
+    workdir: /shared/project         # optional: where jobs start (sbatch --chdir); default: where the
+                                     # run was created (`foundry run`'s directory)
 ```
+
+Two clusters served by different slurmctlds are registered side by side by giving each its own
+`slurm_conf` (or `env`): the `foundry` process's own SLURM_CONF then does not matter.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from typing import Any
 from foundry.plugins.errors import ConfigError
 
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SIGNAL = re.compile(r"^(B:)?([A-Z]+|\d+)(@\d+)?$")
 KNOWN_KEYS = {
     "provider", "name", "partition", "account", "time", "ssh_host", "jobs_dir", "python", "signal",
-    "gres", "cpus_per_task", "setup", "sbatch_args", "rdzv_port_base", "description",
+    "gres", "cpus_per_task", "setup", "sbatch_args", "rdzv_port_base", "description", "slurm_conf", "env",
+    "workdir",
 }
 
 
@@ -49,6 +58,16 @@ class SlurmConfig:
     setup: list[str] = field(default_factory=list)
     sbatch_args: list[str] = field(default_factory=list)
     rdzv_port_base: int = 20000
+    slurm_conf: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+
+    def command_env(self) -> dict[str, str]:
+        """Environment for this cluster's Slurm commands (and, through sbatch's export, its jobs)."""
+        env = dict(self.env)
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        return env
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> "SlurmConfig":
@@ -73,6 +92,12 @@ class SlurmConfig:
             cfg.signal = sig[2:] if sig.startswith("B:") else sig
         if cfg.cpus_per_task is not None and int(cfg.cpus_per_task) < 1:
             raise ConfigError("slurm cluster config: cpus_per_task must be at least 1")
+        if not isinstance(cfg.env, dict) or not all(
+                isinstance(k, str) and _ENV_NAME.match(k) and isinstance(v, (str, int, float))
+                for k, v in cfg.env.items()):
+            raise ConfigError("slurm cluster config: env must map variable names to strings",
+                              hint="e.g. env: {SLURM_CONF: /etc/slurm-b/slurm.conf}")
+        cfg.env = {k: str(v) for k, v in cfg.env.items()}
         for key in ("setup", "sbatch_args"):
             value = getattr(cfg, key)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):

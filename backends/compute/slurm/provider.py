@@ -47,7 +47,7 @@ class SlurmProvider:
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         self.config = SlurmConfig.from_dict(cluster_config)
-        self.cli = sc.SlurmCLI(self.config.ssh_host)
+        self.cli = sc.SlurmCLI(self.config.ssh_host, env=self.config.command_env())
 
     # ---- planning (no side effects)
     def _jobs_root(self, request: JobRequest) -> str:
@@ -128,13 +128,14 @@ class SlurmProvider:
         code = self._exit_code(handle)
         state = job["state"] if job else None
         job_dir = PurePosixPath(handle.data["job_dir"])
-        stopped_by_us = self.cli.exists(str(job_dir / "stop_requested"))   # written by stop(graceful=True)
-        stop_requested = stopped_by_us or self.cli.exists(str(job_dir / "pause_requested"))  # or the trap ran
+        # Only stop() writes stop_requested: it is the one proof that someone asked for a stop. The batch
+        # trap's pause_requested is not: Slurm's own SIGTERM (NODE_FAIL, time limit) runs the same trap.
+        stopped_by_us = self.cli.exists(str(job_dir / "stop_requested"))
         if state in sc.ACTIVE_STATES:
             return JobStatus(JobState.PENDING, reason=job["reason"] if job["reason"] != "None" else None, nodes=nodes)
         if state in sc.RUNNING_STATES:
             # COMPLETING hides the final state (a cancelled job shows COMPLETING first): wait for it
-            return JobStatus(JobState.STOPPING if stop_requested else JobState.RUNNING, nodes=nodes)
+            return JobStatus(JobState.STOPPING if stopped_by_us else JobState.RUNNING, nodes=nodes)
         if state == "CANCELLED" and code is None and stopped_by_us and not self.cli.exists(str(job_dir / "ranks" / "0.pid")):
             return JobStatus(JobState.PAUSED, reason="stopped before it started", nodes=nodes)
         killed_by_us = self.cli.exists(str(job_dir / "kill_requested"))

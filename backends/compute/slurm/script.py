@@ -150,8 +150,9 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
         opts.append(f"--gres={cfg.gres}:{kind}{request.gpus_per_node}")
     if cfg.signal:
         opts.append(f"--signal=B:{cfg.signal}")
-    if request.workdir:
-        opts.append(f"--chdir={request.workdir}")
+    workdir = request.workdir or cfg.workdir or request.extra.get("submit_dir")
+    if workdir:   # otherwise jobs would start wherever the process that submits (a retry, a resume) stands
+        opts.append(f"--chdir={workdir}")
     opts += cfg.sbatch_args
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     torchrun = [
@@ -193,8 +194,11 @@ export NNODES=$SLURM_JOB_NUM_NODES NPROC_PER_NODE={request.procs_per_node}
 echo "foundry: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
 
 foundry_pause() {{  # SIGTERM once to every worker (not torchrun): they checkpoint and exit {PAUSED_EXIT_CODE}
-  echo "foundry: pause requested, signalling the ranks"
-  touch "$FOUNDRY_JOB_DIR/pause_requested"
+  # Who asked: stop_requested is written by `foundry stop` before it signals; without it the SIGTERM is
+  # Slurm's own (time-limit notice, or the kill after NODE_FAIL), which is not a user's stop.
+  if [ -e "$FOUNDRY_JOB_DIR/stop_requested" ]; then origin=stop; else origin=slurm; fi
+  echo "foundry: pause requested ($origin), signalling the ranks"
+  echo "$origin" > "$FOUNDRY_JOB_DIR/pause_requested"
   bash "$FOUNDRY_JOB_DIR/pause.sh"
   if [ "$NNODES" -gt 1 ]; then
     srun --overlap --nodes=$((NNODES - 1)) --ntasks-per-node=1 --exclude="$SLURMD_NODENAME" \\
@@ -229,11 +233,13 @@ def render_rank_wrapper(job_dir: str) -> str:
 # one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
 dir={d}
 node=${{SLURMD_NODENAME:-$(hostname)}}
+export NODE_RANK=${{GROUP_RANK:-${{NODE_RANK:-0}}}}   # torchrun's node rank (launch per_node: already set)
 exec 3> >(trap '' TERM INT; exec tee -a "$dir/logs/rank-$RANK.log")
 setsid "$@" >&3 2>&3 &
 child=$!
 exec 3>&-
-echo "$node $child" > "$dir/ranks/$RANK.pid"
+# pid + its start time (/proc stat field 22): pause.sh signals this process only, never a reused pid
+echo "$node $child $(cut -d')' -f2- /proc/$child/stat 2>/dev/null | awk '{{print $20}}')" > "$dir/ranks/$RANK.pid"
 [ -e "$dir/pause_requested" ] && kill -TERM "$child" 2>/dev/null   # paused while starting
 # torchrun tearing the workers down: forward, unless the worker was already asked to pause
 trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
@@ -251,8 +257,11 @@ def render_pause(job_dir: str) -> str:
 node=${{SLURMD_NODENAME:-$(hostname)}}
 for f in {d}/ranks/*.pid; do
   [ -e "$f" ] || continue
-  read -r host pid < "$f"
-  if [ "$host" = "$node" ]; then kill -TERM "$pid" 2>/dev/null && echo "foundry: SIGTERM to pid $pid on $node"; fi
+  read -r host pid start < "$f"
+  [ "$host" = "$node" ] || continue
+  now=$(cut -d')' -f2- /proc/"$pid"/stat 2>/dev/null | awk '{{print $20}}')
+  [ -n "$start" ] && [ "$now" != "$start" ] && continue      # that worker is gone; the pid is someone else's
+  kill -TERM "$pid" 2>/dev/null && echo "foundry: SIGTERM to pid $pid on $node"
 done
 exit 0
 """
