@@ -121,8 +121,9 @@ def resume_run(run: str | RunInfo, *, cluster: str | None = None, gpus: int | No
     return _cp(home).resume_run(_name(run), cluster=cluster, gpus=gpus, nodes=nodes)
 
 
-def delete_run(run: str | RunInfo, *, home=None) -> None:
-    _cp(home).delete_run(_name(run))
+def delete_run(run: str | RunInfo, *, checkpoints: str = "keep", home=None) -> str | None:
+    """Forget the run and its logs; its checkpoints are kept unless checkpoints="delete". Returns their URL."""
+    return _cp(home).delete_run(_name(run), checkpoints=checkpoints)
 
 
 def get_logs(run: str | RunInfo, *, resumption: int | None = None, rank: int | None = None,

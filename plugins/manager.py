@@ -68,7 +68,7 @@ class Registry:
                     other = self.items[key].plugin
                     raise PluginError(
                         f"{self.kind} {name!r} is registered by both {other!r} and {_plugin!r}",
-                        hint=f"uninstall one of them, or set FOUNDRY_LOAD_PLUGINS to choose",
+                        hint="uninstall one of them, or set FOUNDRY_LOAD_PLUGINS to choose",
                     )
                 self.items[key] = Registration(key, value, _plugin)
 

@@ -16,10 +16,12 @@ from torch.utils.data import IterableDataset
 
 from foundry.plugins.errors import ConfigError, DataError
 
-from .cache import Evictor, ShardCache, parse_bytes
-from .iterator import iterate
-from .plan import SHUFFLE_ALGOS, OrderConfig, choose_counts, epoch_order, make_layout, padded_length
+from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
+from .iterator import EpochPlan, iterate
+from .plan import (SHUFFLE_ALGOS, OrderConfig, choose_counts, epoch_order, locate, make_layout, padded_length,
+                   rank_batches, worker_samples)
 from .readers import ReaderPool
+from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
 from .stream import Stream
 from .topology import Topology
@@ -110,19 +112,17 @@ class StreamingDataset(IterableDataset):
             infos.extend(shards)
             sizes.append([int(x.samples) for x in shards])
         self._infos = infos
-        self._has_remote = any(c.evictable for c in self._caches)
-        self._shard_cache = np.concatenate([np.full(len(c.shards), k, dtype=np.int64) for k, c in enumerate(self._caches)])
-        self._shard_local = np.concatenate([np.arange(len(c.shards), dtype=np.int64) for c in self._caches])
+        self._needs_work = any(c.needs_work for c in self._caches)
+        self._locator = ShardLocator(self._caches)
         stream_totals = [sum(x) for x in sizes]
         choose = choose_counts(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
                                [s.choose for s in self.streams], parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size)
         self._layout = make_layout(sizes, choose.tolist())
         self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
-        self._readers = ReaderPool(self._infos, self._ensure_shard, allow_unsafe_types)
+        self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
         self._counter = EpochCounter()
         self._order_cache: tuple[tuple[int, int, int], np.ndarray] | None = None
         self._initial_physical_nodes: int | None = None
-        self._downloaded_seen = 0
         self._resume_global_batch: int | None = None
         self.fingerprint = self._fingerprint()
 
@@ -167,7 +167,29 @@ class StreamingDataset(IterableDataset):
                             f"(batch_size {self.batch_size} x {topo.world_size} ranks)",
                             hint="keep the global batch: per-device batch = global batch / ranks")
         epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
-        return iterate(self, topo, epoch, start)
+        plan = self._epoch_plan(topo, epoch, start)
+        shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
+                               plan.window)
+        return iterate(plan, shards)
+
+    def _epoch_plan(self, topo: Topology, epoch: int, start: int) -> EpochPlan:
+        """What this rank's worker reads this epoch, from global sample `start` on: all the hot loop sees."""
+        g = self._global_batch(topo)
+        batches = rank_batches(self._epoch_order(epoch, g), g, topo.world_size, topo.rank, start)
+        shards, offsets = locate(worker_samples(batches, topo.worker_id, topo.num_workers), self._layout.shard_offsets)
+        return EpochPlan(shards, offsets, window=self._predownload_samples(), prefetch=self._needs_work,
+                         threads=self._download_threads)
+
+    def _use_schedule(self, topo: Topology, epoch: int, start: int) -> UseSchedule | None:
+        """When the ranks of this node use each shard: the eviction order under cache_limit."""
+        if self._evictor.limit is None:
+            return None
+        g = self._global_batch(topo)
+        order = self._epoch_order(epoch, g)
+        first = topo.node * topo.local_world_size
+        ranks = [locate(rank_batches(order, g, topo.world_size, r, start).reshape(-1), self._layout.shard_offsets)[0]
+                 for r in range(first, first + topo.local_world_size)]
+        return UseSchedule.build(ranks, g // topo.world_size, topo.worker_id, topo.num_workers)
 
     def _canonical_nodes(self) -> int:
         if self.num_canonical_nodes is not None:
@@ -194,19 +216,10 @@ class StreamingDataset(IterableDataset):
         mean_shard = self.num_samples // max(1, len(self._infos))
         return max(8 * (self.batch_size or 1), 2 * mean_shard)
 
-    def _ensure_shard(self, shard: int):
-        return self._caches[self._shard_cache[shard]].ensure(int(self._shard_local[shard]))
-
-    def _after_fetch(self, protect) -> None:
-        total = sum(c.bytes_downloaded for c in self._caches)
-        if total != self._downloaded_seen:
-            self._downloaded_seen = total
-            self._evictor.maybe_evict(protect())
-
     @property
     def bytes_downloaded(self) -> int:
         """Bytes this process downloaded from remotes."""
-        return sum(c.bytes_downloaded for c in self._caches)
+        return self._locator.bytes_downloaded
 
     # ---- state --------------------------------------------------------------------------------
     def _fingerprint(self) -> str:

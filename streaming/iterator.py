@@ -1,23 +1,54 @@
-"""The per-worker sample iterator: plan slice -> (shard, offset) lists -> prefetch -> read.
+"""The per-worker sample iterator: epoch plan -> prefetch -> read.
 
 Per sample the loop does one list step, one dict lookup and one `get_sample` call. Everything else
 happens at "events": the first use of a shard (make it local, open it), the last use (close it),
 and every `step` samples (tell the prefetcher where the reader is).
+
+The loop sees the dataset only through an `EpochPlan` (what to read) and a `ShardSource` (how to
+get a shard), so it can be driven by a fake source in tests and the dataset's internals can change
+freely.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
 from .cache import Prefetcher
-from .plan import locate, rank_batches, worker_samples
-from .topology import Topology
 
-if TYPE_CHECKING:
-    from .dataset import StreamingDataset
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """What one DataLoader worker of one rank reads in one epoch; built by StreamingDataset."""
+
+    shards: np.ndarray   # global shard of each sample, in the order the worker yields them
+    offsets: np.ndarray  # index of each sample within its shard
+    window: int          # samples to fetch ahead of the reader
+    prefetch: bool       # some shard may need a download or decompression first
+    threads: int = 4     # download/decompression threads when prefetching
+
+
+class ShardReader(Protocol):
+    def get_sample(self, index: int) -> Any: ...
+    def close(self) -> None: ...
+
+
+class ShardSource(Protocol):
+    """The shards behind a plan."""
+
+    def ensure(self, shard: int) -> object:
+        """Make the shard local (download, decompress); called from prefetch threads too."""
+
+    def open(self, shard: int) -> ShardReader:
+        """A reader over the local shard; the iterator closes it after the shard's last use."""
+
+    def after_fetch(self, where: Callable[[], tuple[set[int], int]]) -> None:
+        """A shard became local or was opened: keep the cache under its limit. `where()` tells the
+        shards not to delete and the reader's position at the moment it is called (eviction may
+        wait for another process). A source without a limit does nothing."""
 
 
 class _NoPrefetch:
@@ -26,17 +57,8 @@ class _NoPrefetch:
     def advance(self, position: int) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
         pass
-
-
-def worker_plan(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> tuple[np.ndarray, np.ndarray]:
-    """(global shard, index within shard) of every sample this rank's worker yields."""
-    g = ds._global_batch(topo)
-    order = ds._epoch_order(epoch, g)
-    batches = rank_batches(order, g, topo.world_size, topo.rank, start)
-    ids = worker_samples(batches, topo.worker_id, topo.num_workers)
-    return locate(ids, ds._layout.shard_offsets)
 
 
 def first_and_last_use(shards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,13 +70,13 @@ def first_and_last_use(shards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return uniq[by_use], first[by_use], last[by_use]
 
 
-def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> Iterator[Any]:
-    shards, offsets = worker_plan(ds, topo, epoch, start)
+def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
+    shards, offsets = plan.shards, plan.offsets
     total = len(shards)
     if total == 0:
         return
     use_shards, use_first, use_last = first_and_last_use(shards)
-    window = ds._predownload_samples()
+    window = max(1, int(plan.window))
     position = [0]
 
     def protect() -> set[int]:
@@ -62,13 +84,19 @@ def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> I
         hi = np.searchsorted(use_first, position[0] + window, side="right")
         return set(use_shards[max(0, lo):hi].tolist())
 
-    evict = (lambda _s: ds._after_fetch(protect)) if ds._evictor.limit is not None else None
-    prefetcher = (Prefetcher(ds._ensure_shard, use_shards.tolist(), use_first.tolist(), window,
-                             threads=ds._download_threads, after=evict) if ds._has_remote else _NoPrefetch())
+    def where() -> tuple[set[int], int]:
+        return protect(), position[0]
+
+    def after_fetch(_shard: int) -> None:
+        source.after_fetch(where)
+
+    prefetcher = (Prefetcher(source.ensure, use_shards.tolist(), use_first.tolist(), window,
+                             threads=plan.threads, after=after_fetch) if plan.prefetch else _NoPrefetch())
     step = max(256, window // 4)
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
+    finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         firsts = use_first.tolist() + [total]
@@ -80,10 +108,9 @@ def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> I
                 readers.pop(done).close()
             position[0] = a
             prefetcher.advance(a)
-            reader = readers[shard] = ds._readers.open(shard)
+            reader = readers[shard] = source.open(shard)
             getters[shard] = reader.get_sample
-            if evict is not None:
-                evict(shard)
+            after_fetch(shard)
             heapq.heappush(closing, (last, shard))
             for c in range(a, b, step):
                 e = min(b, c + step)
@@ -92,10 +119,10 @@ def iterate(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> I
                     prefetcher.advance(c)
                 for s, j in zip(shard_list[c:e], local_list[c:e]):
                     yield getters[s](j)
+        finished = True
     finally:
-        prefetcher.close()
-        if evict is not None:
-            evict(-1)
+        prefetcher.close(wait=finished)
+        source.after_fetch(where)
         for r in readers.values():
             try:
                 r.close()

@@ -11,7 +11,9 @@ import signal
 import warnings
 from typing import Any, Callable, Iterator
 
-from torch.utils.data import DataLoader, default_collate
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from .topology import Topology
 
@@ -31,15 +33,44 @@ def _batch_len(batch: Any) -> int | None:
     return None
 
 
-def _collate_read_only(batch: list) -> Any:
-    """default_collate for samples that are read-only views of mapped shards.
+def _stack(arrays: list) -> Any:
+    """Equal-shape numpy arrays -> one tensor, copied once (straight into shared memory inside a
+    DataLoader worker, so the batch reaches the main process without another copy)."""
+    first = arrays[0]
+    shape = (len(arrays), *first.shape)
+    dtype = torch.from_numpy(np.empty(0, first.dtype)).dtype
+    if get_worker_info() is not None:
+        storage = torch.UntypedStorage._new_shared(len(arrays) * first.nbytes)
+        out = torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+    else:
+        out = torch.empty(shape, dtype=dtype)
+    np.stack(arrays, out=out.numpy())
+    return out
 
-    Collating stacks the samples into a new tensor, so the read-only source is never written
+
+def _collate_read_only(batch: list) -> Any:
+    """default_collate, with numpy columns (read-only views of mapped shards) stacked in one copy.
+
+    Collating copies the samples into a new tensor, so the read-only source is never written
     through; torch's warning about non-writable arrays does not apply here.
     """
+    first = batch[0] if batch else None
+    if isinstance(first, dict):
+        out = {}
+        for key, value in first.items():
+            values = [sample[key] for sample in batch]
+            if (isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC
+                    and all(type(v) is np.ndarray and v.shape == value.shape and v.dtype == value.dtype for v in values)):
+                out[key] = _stack(values)
+            else:
+                out[key] = _collate_read_only(values)
+        return out
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return default_collate(batch)
+
+
+_NUMERIC = "biuf"
 
 
 class _IgnorePauseSignals:

@@ -1,8 +1,21 @@
-"""Suite-wide fixtures: an isolated FOUNDRY_HOME, no third-party plugin autoload, a fresh plugin manager."""
+"""Suite-wide fixtures: an isolated FOUNDRY_HOME, no third-party plugin autoload, a fresh plugin manager.
+
+Two checks CI turns on (.ci/run):
+- FOUNDRY_REQUIRE_INTEGRATION=1: a skipped test fails, unless its skip is expected (a doc block
+  marked to skip, a real-cluster test that needs KUBECONFIG). A missing SeaweedFS, fake-gcs-server,
+  Slurm or SDK then shows as a failure, never as a quiet "s".
+- FOUNDRY_CHECK_TMP=1: the session fails when it leaves new entries in the temp folder (tests use
+  tmp_path; subprocesses get their own TMPDIR).
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+EXPECTED_SKIPS = ("doc block ", "real-cluster test")
 
 # Shared fixtures, one module per kind of real server (see tests/support/).
 pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers", "support.oci_stub"]
@@ -47,3 +60,36 @@ def _isolated_foundry(tmp_path, monkeypatch):
     reset_plugin_manager()
     yield
     reset_plugin_manager()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("FOUNDRY_REQUIRE_INTEGRATION") == "1" and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if not reason.startswith(EXPECTED_SKIPS):
+            report.outcome = "failed"
+            report.longrepr = f"unexpected skip with FOUNDRY_REQUIRE_INTEGRATION=1: {reason}"
+
+
+def _temp_entries() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if not name.startswith("pytest-of-")}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    session.config._foundry_tmp_before = _temp_entries()
+
+
+@pytest.hookimpl(trylast=True)  # after plugins remove their own session folders (textual-snapshot's)
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("FOUNDRY_CHECK_TMP") != "1" or hasattr(session.config, "workerinput"):
+        return
+    left = sorted(_temp_entries() - session.config._foundry_tmp_before)
+    if left:
+        shown = ", ".join(left[:20]) + (f" (+{len(left) - 20} more)" if len(left) > 20 else "")
+        session.config.get_terminal_writer().line(
+            f"FOUNDRY_CHECK_TMP: the tests left {len(left)} new entries in {tempfile.gettempdir()}: {shown}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

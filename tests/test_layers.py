@@ -49,3 +49,13 @@ def test_opening_a_file_store_imports_no_cloud_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out))
     assert not [m for m in HEAVY_SDKS if m in loaded]
+
+
+@pytest.mark.parametrize("module", ["foundry.app.cli.main", "foundry.app.tui.app", "foundry.app.tui.main"])
+def test_cli_and_tui_import_no_torch(module):
+    """Start-up of `foundry` and `foundry-tui` stays fast: torch is imported only by jobs."""
+    code = ("import json, sys, importlib; importlib.import_module(sys.argv[1]); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')))")
+    proc = subprocess.run([sys.executable, "-c", code, module], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []

@@ -27,7 +27,7 @@ class TrainerConfig:
     checkpoint_layout: str = "full"
     eval_interval: str = "1ep"
     device: str = "auto"
-    precision: str = "fp32"
+    precision: str = "auto"  # bf16 on a capable GPU, fp32 on CPU (trainer/precision.py)
     parallelism: str = "auto"
     device_train_microbatch_size: Any = None
     grad_clip_norm: float | None = None

@@ -1,7 +1,8 @@
 """Topology in one object: what torchrun (or a provider) put in the environment, read once.
 
 `DistEnv.detect()` is where the trainer learns RANK/WORLD_SIZE/... (through plugins.launch_env); `init()` starts the
-process group (gloo on CPU, nccl on GPU). `choose_parallelism` is the pure rule for DDP vs FSDP.
+process group (gloo on CPU, nccl on GPU). `choose_parallelism` is the pure rule for DDP vs FSDP;
+FSDP runs on CPU (gloo) exactly as on GPU, and in one process without torchrun as world size 1.
 """
 
 from __future__ import annotations
@@ -54,26 +55,29 @@ def backend_for(device_type: str) -> str:
     return "nccl" if device_type == "cuda" else "gloo"
 
 
-def init_process_group(env: DistEnv, device) -> bool:
-    """Start the default process group when launched with WORLD_SIZE > 1; True if this call did."""
+def init_process_group(env: DistEnv, device, parallelism: str = "none") -> bool:
+    """Start the default process group when launched with WORLD_SIZE > 1, or for FSDP in a single
+    process (world size 1 over an in-memory store: FSDP needs a process group even alone).
+    True if this call started one."""
     import torch.distributed as dist
 
-    if not env.distributed or dist.is_initialized():
+    if dist.is_initialized() or not (env.distributed or parallelism == "fsdp"):
         return False
     if device.type == "cuda":
         import torch
 
         torch.cuda.set_device(device)
+    if not env.distributed:
+        dist.init_process_group(backend_for(device.type), store=dist.HashStore(), rank=0, world_size=1)
+        return True
     dist.init_process_group(backend_for(device.type), timeout=timedelta(minutes=30))
     return True
 
 
 def choose_parallelism(requested: str, device_type: str, world_size: int) -> str:
-    """'none' | 'ddp' | 'fsdp': DDP everywhere, FSDP only on GPU ('auto' picks DDP when distributed)."""
+    """'none' | 'ddp' | 'fsdp' ('auto' picks DDP when distributed). FSDP on any device and world size."""
     if requested not in ("auto", "ddp", "fsdp", "none"):
         raise ConfigError(f"unknown parallelism {requested!r}", hint="use auto, ddp, fsdp or none")
-    if requested == "fsdp" and device_type != "cuda":
-        raise ConfigError("FSDP needs GPUs", hint="use parallelism='ddp' (or 'auto') on CPU")
     if world_size == 1 and requested in ("auto", "ddp"):
         return "none"
     if requested == "auto":
@@ -90,13 +94,9 @@ def wrap_model(model, parallelism: str, device):
 
         ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids)
-    from torch.distributed.fsdp import fully_shard
+    from .fsdp import fully_shard_model
 
-    for child in model.children():  # shard each top-level block, then the root
-        if sum(p.numel() for p in child.parameters()) > 0:
-            fully_shard(child)
-    fully_shard(model)
-    return model
+    return fully_shard_model(model)
 
 
 def all_reduce_sum(values: list[float], device, env: DistEnv) -> list[float]:

@@ -17,6 +17,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .progress_lines import TimedProgressLines
+
 
 class Logger:
     def log_metrics(self, metrics: dict[str, Any], step: int) -> None: ...
@@ -54,13 +56,16 @@ def _format(metrics: dict[str, Any]) -> str:
 
 
 class ConsoleLogger(Logger):
-    """A rich progress bar when stderr is a terminal, else one plain line every `interval` steps."""
+    """A rich progress bar when stderr is a terminal, else plain lines by time (progress_lines.py:
+    the first step, every `seconds`, evaluations, the last step; with the ETA)."""
 
-    def __init__(self, total_batches: int | None, interval: int = 10, rich: bool | None = None, stream=None):
+    def __init__(self, total_batches: int | None, interval: int = 10, rich: bool | None = None, stream=None,
+                 seconds: float = 10.0):
         self.stream = stream or sys.stderr
         self.interval = max(1, interval)
         self.total = total_batches
         self.use_rich = self.stream.isatty() if rich is None else rich
+        self._lines = TimedProgressLines(self.stream, total_batches, _format, seconds)
         self._progress = None
         if self.use_rich:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -78,10 +83,7 @@ class ConsoleLogger(Logger):
             if "eval/loss" in metrics:
                 self._progress.console.print(f"step {step}: {_format(metrics)}")
             return
-        if "eval/loss" in metrics or step % self.interval == 0 or step == self.total:
-            total = f"/{self.total}" if self.total else ""
-            self.stream.write(f"step {step}{total}: {_format(metrics)}\n")
-            self.stream.flush()
+        self._lines.log(metrics, step)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -37,13 +37,13 @@ from .checkpoint.session import CheckpointSession, ResumePoint
 from .config import TrainerConfig
 from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
-from .precision import autocast, check_precision, make_grad_scaler
+from .precision import autocast, check_precision, describe_precision, make_grad_scaler
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
 from .signals import PauseRequest, protect_workers
-from .time import Time, TimeUnit, Timestamp, crossed
+from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
+from .time import TimeUnit, Timestamp, crossed
 
 log = logging.getLogger("foundry.trainer")
-TOKEN_KEYS = ("input_ids", "tokens")
 
 
 class Trainer:
@@ -56,14 +56,17 @@ class Trainer:
         self.cfg = TrainerConfig(run_name=run_name, max_duration=max_duration, **settings)
         self.env = fdist.DistEnv.detect()
         self.device = fdist.pick_device(self.cfg.device, self.env)
-        check_precision(self.cfg.precision, self.device)
-        fdist.init_process_group(self.env, self.device)
+        requested_precision = self.cfg.precision
+        self.cfg.precision = check_precision(self.cfg.precision, self.device)  # "auto" resolved for the device
+        self.parallelism = fdist.choose_parallelism(self.cfg.parallelism, self.device.type, self.env.world_size)
+        fdist.init_process_group(self.env, self.device, self.parallelism)
         set_deterministic(self.cfg.deterministic_mode)
         seed_everything(self.cfg.seed, self.env.rank)
 
         self.raw_model = model.to(self.device)
         self.loss_fn = loss_fn
-        self.parallelism = fdist.choose_parallelism(self.cfg.parallelism, self.device.type, self.env.world_size)
+        self.flops_per_token = flops_per_token(self.raw_model)  # before sharding: global parameter counts
+        self.peak_flops = device_peak_flops(self.device, self.cfg.precision)
         self.model = fdist.wrap_model(self.raw_model, self.parallelism, self.device)
         self.optimizers = self._build_optimizers(optimizers)
         self.train_dataloader = train_dataloader
@@ -92,6 +95,10 @@ class Trainer:
         self.epoch_start_rng: dict[str, Any] | None = None  # RNG state right before this epoch's iter()
         if self.cfg.max_duration is not None:
             self._setup_duration()
+        if self.env.is_main:
+            sys.stderr.write(f"foundry: training on {self.device}, precision "
+                             f"{describe_precision(requested_precision, self.cfg.precision, self.device)}, "
+                             f"parallelism {self.parallelism}, world size {self.env.world_size}\n")
 
     def _setup_duration(self) -> None:
         """What depends on the run length: schedulers, the progress total, the resolved config."""
@@ -245,7 +252,7 @@ class Trainer:
         before = self.timestamp.copy()
         batch = to_device(batch, self.device)
         samples = batch_size(batch) * self.env.world_size
-        tokens = self._count_tokens(batch) * self.env.world_size
+        tokens = count_tokens(self.raw_model, batch) * self.env.world_size
         self._zero_grad()
         loss = self.runner.run(batch, self._zero_grad)
         for opt in self.optimizers:
@@ -264,12 +271,16 @@ class Trainer:
         seconds = time.perf_counter() - start
         self.timestamp.after_batch(samples, tokens, seconds)
         if self.timestamp.batch % self.cfg.log_interval == 0 or self._done():
-            self._log({"epoch": self.timestamp.epoch, "loss": self.last_loss,
-                       "lr": self.optimizers[0].param_groups[0]["lr"], "throughput": 1.0 / seconds,
-                       "samples_per_sec": samples / seconds, "tokens_per_sec": tokens / seconds,
-                       "wall_time": round(self.timestamp.wall_time, 4)})
+            row = {"epoch": self.timestamp.epoch, "loss": self.last_loss,
+                   "lr": self.optimizers[0].param_groups[0]["lr"], "throughput": 1.0 / seconds,
+                   "samples_per_sec": samples / seconds, "tokens_per_sec": tokens / seconds,
+                   "wall_time": round(self.timestamp.wall_time, 4)}
+            utilisation = mfu(tokens / seconds, self.flops_per_token, self.peak_flops, self.env.world_size)
+            if utilisation is not None:  # only where the device's peak is known
+                row["mfu"] = utilisation
+            self._log(row)
         self.callbacks.fire("batch_end", self)
-        self._published(self.checkpoints.poll())
+        self._published(self.checkpoints.poll(self))
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp):
             self.evaluate()
         if stop:
@@ -285,13 +296,6 @@ class Trainer:
             self.evaluate()
         if crossed(self.cfg.save_time, before, self.timestamp, epoch_ended=True) and not self._done():
             self.checkpoints.save(self)
-
-    def _count_tokens(self, batch: Any) -> int:
-        if isinstance(batch, dict):
-            for key in TOKEN_KEYS:
-                if key in batch and isinstance(batch[key], torch.Tensor):
-                    return batch[key].numel()
-        return 0
 
     def _zero_grad(self) -> None:
         for opt in self.optimizers:

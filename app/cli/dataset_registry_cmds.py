@@ -24,20 +24,35 @@ def _registry():
 
 def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, file:// or a folder)."),
         name: Optional[str] = typer.Option(None, "--name", help="Short name (default: from the URL)."),
+        secret: Optional[str] = typer.Option(None, "--secret",
+                                             help="A stored secret to read it with (foundry get secrets)."),
         json_out: bool = json_option()) -> None:
     """Register a dataset URL (shown by `foundry dataset list` and the TUI)."""
     sink.json_mode = sink.json_mode or json_out
-    entry = _registry().add(url, name)
+    if secret:
+        from foundry.app.control.config import FoundryPaths
+        from foundry.app.control.secrets import SecretStore
+        from foundry.plugins.errors import ConfigError
+
+        if not SecretStore(FoundryPaths.resolve().secrets_dir).exists(secret):
+            raise ConfigError(f"no secret named {secret!r}", hint="`foundry get secrets` lists them; "
+                                                                "`foundry create secret` adds one")
+    entry = _registry().add(url, name, secret)
     if sink.json_mode:
-        sink.emit({"name": entry.name, "url": entry.url})
+        sink.emit({"name": entry.name, "url": entry.url} | ({"secret": entry.secret} if entry.secret else {}))
     else:
-        sink.info(f"registered dataset {entry.name}: {entry.url}")
+        sink.info(f"registered dataset {entry.name}: {entry.url}" + (f" (read with secret {secret})" if secret else ""))
 
 
 def list_datasets(json_out: bool = json_option()) -> None:
     """List registered datasets."""
     sink.json_mode = sink.json_mode or json_out
-    sink.emit([{"name": e.name, "url": e.url} for e in _registry().list()], columns=["name", "url"])
+    entries = _registry().list()
+    if sink.json_mode:  # "secret" only where one is bound
+        sink.emit([{"name": e.name, "url": e.url} | ({"secret": e.secret} if e.secret else {}) for e in entries])
+    else:
+        sink.emit([{"name": e.name, "url": e.url, "secret": e.secret or ""} for e in entries],
+                  columns=["name", "url", "secret"])
 
 
 def remove(name: str = typer.Argument(..., help="Name or URL of a registered dataset.")) -> None:

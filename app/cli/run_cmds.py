@@ -87,10 +87,28 @@ def _follow_and_exit(cp, name: str) -> None:
     sink.info(f"run {name} {final.status}" + (f": {reason}" if reason else ""))
 
 
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def loss_curve(rows: list[dict], width: int = 48) -> str | None:
+    """One line: the training loss as a sparkline (bucket means), first and last values, steps."""
+    points = [(r["step"], r["loss"]) for r in rows if isinstance(r.get("loss"), (int, float)) and "step" in r]
+    if len(points) < 2:
+        return None
+    losses = [loss for _, loss in points]
+    size = max(1, -(-len(losses) // width))
+    means = [sum(chunk) / len(chunk) for chunk in (losses[i:i + size] for i in range(0, len(losses), size))]
+    low, high = min(means), max(means)
+    span = (high - low) or 1.0
+    bars = "".join(_BARS[min(len(_BARS) - 1, int((m - low) / span * len(_BARS)))] for m in means)
+    return f"loss  {losses[0]:.3f} {bars} {losses[-1]:.3f}  (steps {points[0][0]}..{points[-1][0]})"
+
+
 def _run_row(run) -> dict:
     return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
             "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
-            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M")}
+            "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M"),
+            "why": (run.latest.exit_reason or "") if run.latest and run.status in ("failed", "lost") else ""}
 
 
 def get_runs(json_out: bool = json_option()) -> None:
@@ -101,20 +119,39 @@ def get_runs(json_out: bool = json_option()) -> None:
         sink.emit([r.to_dict() for r in runs])
     else:
         sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "resumptions",
-                                                         "created"])
+                                                         "created", "why"])
+
+
+def _progress_line(p) -> str:
+    parts = [f"step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")]
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4g}")
+    if p.tokens_per_sec:
+        parts.append(f"{p.tokens_per_sec:,.0f} tokens/s")
+    if p.mfu is not None:
+        parts.append(f"MFU {p.mfu:.1%}")
+    return "progress: " + ", ".join(parts)
 
 
 def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bool = json_option()) -> None:
     """A run's spec, resumptions (one row each) and events."""
     _json(json_out)
-    run = _cp().get_run(name)
+    cp = _cp()
+    run = cp.get_run(name)
+    from dataclasses import asdict
+
+    from foundry.app.control import run_views
+
+    progress = run_views.run_progress(cp, run)
     if sink.json_mode:
-        sink.emit(run.to_dict())
+        sink.emit(dict(run.to_dict(), progress=asdict(progress)))
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
                "devices": run.devices, "nodes": run.nodes, "created": _when(run.created_at),
                "retries": f"{run.retries_used}/{run.max_retries}",
                "command": run.spec.get("command", "(trainer parameters)")})
+    if progress.step is not None:
+        sink.lines([_progress_line(progress)])
     sink.out.print()
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
@@ -122,6 +159,10 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)
+    curve = loss_curve(_cp().metrics(name))
+    if curve:
+        sink.out.print()
+        sink.lines([curve])
     sink.out.print()
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}
@@ -182,12 +223,26 @@ def resume(
 
 
 def delete_run(name: str = typer.Argument(..., help="Run name."),
-               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
-    """Delete a run: stop it if active, forget it, remove its logs."""
+               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+               checkpoints: Optional[bool] = typer.Option(
+                   None, "--delete-checkpoints/--keep-checkpoints",
+                   help="Also delete the run's checkpoints (asked at a terminal; kept otherwise). "
+                        "Kept checkpoints are resumed by a new run of the same name.")) -> None:
+    """Delete a run: stop it if active, forget it, remove its logs; its checkpoints only if asked."""
+    cp = _cp()
+    url = cp.checkpoint_url(name)
     if not yes and sink.interactive:
         typer.confirm(f"delete run {name}?", abort=True)
-    _cp().delete_run(name)
-    sink.info(f"deleted run {name}")
+    if checkpoints is None and url and sink.interactive and not yes:
+        checkpoints = typer.confirm(f"also delete its checkpoints at {url}?", default=False)
+    cp.delete_run(name, checkpoints="delete" if checkpoints else "keep")
+    if url and checkpoints:
+        sink.info(f"deleted run {name} and its checkpoints at {url}")
+    elif url:
+        sink.info(f"deleted run {name}; kept its checkpoints at {url} (a new run named {name} resumes from "
+                  f"them; `foundry rm -r {url}` or --delete-checkpoints removes them)")
+    else:
+        sink.info(f"deleted run {name}")
 
 
 def watch(interval: float = typer.Option(10.0, help="Seconds between watchdog passes."),

@@ -8,7 +8,6 @@ Downloads land atomically; progress bars appear only on a terminal and never wit
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor

@@ -23,6 +23,7 @@ from foundry.plugins.manager import compute_registry
 from foundry.app.names import check_name
 from foundry.app.runspec.yaml_limits import safe_load_limited
 
+from .cluster_python import with_job_python
 from .models import ClusterInfo
 
 DEFAULT_CLUSTER = "local"
@@ -72,6 +73,7 @@ class Clusters:
         if compute_registry().get(provider) is None:
             raise ConfigError(f"unknown provider {provider!r}",
                               hint=f"installed providers: {', '.join(compute_registry().names())}")
+        options = with_job_python(name, provider, dict(options or {}))
         with FileLock(str(self.path) + ".lock"):
             raw = yaml.safe_load(self.path.read_text()) if self.path.exists() else None
             raw = raw if isinstance(raw, dict) else {}

@@ -1,7 +1,7 @@
 """Registered datasets (FOUNDRY_HOME/datasets.yaml) and what the CLI and the TUI show about one.
 
     datasets:
-      - {url: s3://bucket/mds/train, name: train}
+      - {url: s3://bucket/mds/train, name: train, secret: r2}    # secret: optional, read with it
 
 `DatasetRegistry` keeps the list (atomic rewrite under a file lock). The rest are thin adapters over
 foundry.streaming's inspect / verify / convert (what `foundry dataset inspect|verify|convert` run), so
@@ -31,6 +31,7 @@ Progress = Callable[[int, int], None]
 class DatasetEntry:
     url: str
     name: str
+    secret: str | None = None       # a stored secret the TUI reads it with (`dataset add --secret`)
 
 
 @dataclass
@@ -58,16 +59,18 @@ class DatasetRegistry:
         except yaml.YAMLError as exc:
             raise ConfigError(f"{self.path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
         items = data.get("datasets", []) if isinstance(data, dict) else []
-        return [DatasetEntry(str(i["url"]), str(i.get("name") or _default_name(i["url"])))
+        return [DatasetEntry(str(i["url"]), str(i.get("name") or _default_name(i["url"])),
+                             str(i["secret"]) if i.get("secret") else None)
                 for i in items if isinstance(i, dict) and i.get("url")]
 
-    def add(self, url: str, name: str | None = None) -> DatasetEntry:
+    def add(self, url: str, name: str | None = None, secret: str | None = None) -> DatasetEntry:
         url = url.strip()
         if not url:
             raise ConfigError("a dataset URL is empty", hint="e.g. s3://bucket/path or /local/folder")
         if "://" not in url:
             url = Path(url).expanduser().absolute().as_uri()
-        entry = DatasetEntry(url, check_name("dataset", name) if name is not None else _default_name(url))
+        entry = DatasetEntry(url, check_name("dataset", name) if name is not None else _default_name(url),
+                             secret or None)
         with FileLock(str(self.path) + ".lock"):
             items = self.list()
             if any(e.url == url or e.name == entry.name for e in items):
@@ -87,8 +90,8 @@ class DatasetRegistry:
     def _write(self, items: list[DatasetEntry]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(yaml.safe_dump({"datasets": [{"url": e.url, "name": e.name} for e in items]},
-                                      sort_keys=False))
+        rows = [{"url": e.url, "name": e.name} | ({"secret": e.secret} if e.secret else {}) for e in items]
+        tmp.write_text(yaml.safe_dump({"datasets": rows}, sort_keys=False))
         os.replace(tmp, self.path)
 
 

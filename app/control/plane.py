@@ -19,7 +19,9 @@ Runs
       (SIGTERM; the trainer exits 75 -> status "paused"); the status is "stopping" until it exits.
 - resume_run(name, cluster=None, gpus=None, nodes=None) -> RunInfo: a new resumption, anywhere, of a
       run that is paused, stopped, failed or lost.
-- delete_run(name) -> None: stops it if active (not gracefully) and forgets it and its files.
+- delete_run(name, checkpoints="keep") -> str | None: stops it if active (not gracefully), forgets it
+      and its files; its checkpoints are the user's: kept unless checkpoints="delete". Returns their URL.
+- checkpoint_url(name) -> str | None: where the run's trainer saves checkpoints (from its run folder).
 - logs(name, resumption=None, rank=None, follow=False) -> Iterator[str]: lines (no trailing newline)
       of the latest (or given) resumption; rank=None is the whole job's log, rank=N one process.
       follow=True blocks until the job ends; follow_run(name) also follows watchdog retries.
@@ -54,6 +56,7 @@ from foundry.app.names import check_name
 from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
 
 from . import reconcile as _reconcile
+from . import run_checkpoints
 from .clusters import Clusters
 from .config import FoundryPaths
 from .launch import Placement, build_request, check_capacity, check_support, placement_for
@@ -222,16 +225,26 @@ class ControlPlane:
         self.emit(name, "resumed", {"resumption": idx, "cluster": place.cluster, "devices": place.devices})
         return self.get_run(name, reconcile=False)
 
-    def delete_run(self, name: str) -> None:
+    def checkpoint_url(self, name: str) -> str | None:
+        self._run(name)
+        return run_checkpoints.checkpoint_url(self.paths.run_dir(name))
+
+    def delete_run(self, name: str, checkpoints: str = "keep") -> str | None:
+        if checkpoints not in ("keep", "delete"):
+            raise ConfigError(f"checkpoints={checkpoints!r}: use 'keep' or 'delete'")
         run = self.get_run(name)
+        ckpt_url = run_checkpoints.checkpoint_url(self.paths.run_dir(name))
         if run.latest and run.latest.state in ACTIVE_STATUSES:
             try:
                 self.clusters.provider(run.latest.cluster).stop(self._handle(run, run.latest.index), graceful=False)
             except FoundryError as exc:
                 log.warning("could not stop %s before deleting: %s", name, exc.message)
+        if checkpoints == "delete" and ckpt_url:
+            run_checkpoints.delete_checkpoints(ckpt_url)  # first: a failure leaves the run to retry with
         self.registry.delete_run(name)
         shutil.rmtree(self.paths.run_dir(name), ignore_errors=True)
-        self.emit(name, "deleted", {})
+        self.emit(name, "deleted", {"checkpoints": checkpoints})
+        return ckpt_url
 
     def wait(self, name: str, timeout: float | None = None, poll: float = 0.5) -> RunInfo:
         deadline = None if timeout is None else time.monotonic() + timeout

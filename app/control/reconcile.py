@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from foundry.plugins.compute import JobHandle, JobState
 from foundry.plugins.errors import FoundryError
 
+from .failure_reason import failure_reason
 from .launch_intent import resolve as resolve_launch
 from .models import ACTIVE_STATUSES
 
@@ -85,11 +86,14 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             or status.state is JobState.FAILED and (status.exit_code is None or status.exit_code >= 128))
         if stopped_by_user:
             state = "stopped"
+        reason = status.reason
+        if state == JobState.FAILED.value:  # the job's own last error line says why
+            reason = failure_reason(provider, JobHandle(**handle_data), status.exit_code, reason)
         details = {"resumption": res.index, "cluster": res.cluster, "exit_code": status.exit_code,
-                   "reason": status.reason}
+                   "reason": reason}
         if not cp.registry.transition(run.id, res.index, res.state, state, state, details,
                                       ended_at=time.time(), exit_code=status.exit_code,
-                                      exit_reason=status.reason):
+                                      exit_reason=reason):
             continue  # another reconciler got there first
         cp.emit(run.name, state, details)
         actions.append(f"{run.name}: resumption {res.index} {state}")

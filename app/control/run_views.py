@@ -22,6 +22,8 @@ class RunProgress:
     loss: float | None = None
     throughput: float | None = None     # batches per second
     eta_s: float | None = None
+    tokens_per_sec: float | None = None  # tokens the model consumed, all ranks
+    mfu: float | None = None            # model FLOPs utilisation (0..1), when the device's peak is known
 
 
 @dataclass
@@ -70,6 +72,10 @@ def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> Ru
             out.loss = _num(row.get("loss"))
         if out.throughput is None:
             out.throughput = _num(row.get("throughput"))
+        if out.tokens_per_sec is None:
+            out.tokens_per_sec = _num(row.get("tokens_per_sec"))
+        if out.mfu is None:
+            out.mfu = _num(row.get("mfu"))
         if found_max and None not in (out.step, out.loss, out.throughput):
             break
     if out.step is not None and out.max_steps and out.throughput:

@@ -20,6 +20,7 @@ from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, ch
 
 from . import gcs_errors
 from .remote import RemoteStore
+from .sdk_check import require_sdk
 from .transfer import (
     TransferConfig,
     parallel_upload_parts,
@@ -79,6 +80,7 @@ class GCSStore(RemoteStore):
 
     @classmethod
     def from_url(cls, url: str, options: dict[str, Any] | None = None) -> "GCSStore":
+        require_sdk("google.cloud.storage", "gs", "gcp")
         parsed = StorageURL.parse(url)
         if parsed.scheme != "gs":
             raise ConfigError(f"{url!r} is not a gs:// URL")

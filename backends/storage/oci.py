@@ -18,6 +18,7 @@ from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, ch
 
 from . import oci_errors
 from .remote import RemoteStore, TruncatedRead
+from .sdk_check import require_sdk
 from .transfer import TransferConfig, parallel_upload_parts, retry_policy_from
 
 T = TypeVar("T")
@@ -59,6 +60,7 @@ class OCIStore(RemoteStore):
 
     @classmethod
     def from_url(cls, url: str, options: dict[str, Any] | None = None) -> "OCIStore":
+        require_sdk("oci", "oci", "oci")
         parsed = StorageURL.parse(url)
         bucket, at, namespace = parsed.bucket.partition("@")
         if parsed.scheme != "oci" or not at or not bucket or not namespace:

@@ -26,6 +26,7 @@ from foundry.plugins.storage import (
 from . import s3_errors
 from .remote import RemoteStore, TruncatedRead
 from .s3_client import S3Settings, get_client
+from .sdk_check import require_sdk
 from .transfer import (
     TransferConfig,
     parallel_download,
@@ -54,6 +55,7 @@ class S3Store(RemoteStore):
     @classmethod
     def from_url(cls, url: str, options: dict[str, Any] | None = None) -> "S3Store":
         options = dict(options or {})
+        require_sdk("boto3", cls.scheme, "aws")
         parsed = StorageURL.parse(url)
         if parsed.scheme != cls.scheme:
             raise ConfigError(f"{url!r} is not an {cls.scheme}:// URL")

@@ -3,6 +3,10 @@
 Workloads (identical samples for every library):
 - tokens: sample i = {"tokens": int32[2048] filled from a fixed pattern}, 8 KiB each.
 - images: sample i = {"image": ~2 KB JPEG bytes, "label": int}; 256 distinct JPEGs reused.
+- WORKLOAD-zstd: the same samples in zstd-compressed shards.
+
+Epoch modes: plain (iterate the dataset), loader (DataLoader, batch 32, 2 workers), loader256
+(batch 256, 2 workers). Each side uses its library's own loader and default collate.
 """
 
 from __future__ import annotations
@@ -30,8 +34,19 @@ def token_base() -> np.ndarray:
     return (np.arange(TOKENS, dtype=np.int64) * 2654435761 % 50257).astype(np.int32)
 
 
+def split_workload(workload: str) -> tuple[str, str | None]:
+    """"tokens-zstd" -> ("tokens", "zstd"); "tokens" -> ("tokens", None)."""
+    base, _, compression = workload.partition("-")
+    return base, compression or None
+
+
+def batch_for(mode: str) -> int:
+    return 256 if mode == "loader256" else BATCH
+
+
 def samples(workload: str, n: int):
     """The workload's n samples, identical for every library: (index, sample dict)."""
+    workload, _ = split_workload(workload)
     if workload == "tokens":
         base = token_base()
         for i in range(n):
@@ -47,19 +62,21 @@ MDS_COLUMNS = {"tokens": {"tokens": "ndarray:int32:2048"}, "images": {"image": "
 
 def write_mds(writer_class, workload: str, out: str, n: int) -> None:
     """The write measurement for the two MDS writers (Foundry's and mosaicml-streaming's)."""
+    base, compression = split_workload(workload)
     t0 = time.perf_counter()
-    with writer_class(out=out, columns=MDS_COLUMNS[workload]) as w:
+    with writer_class(out=out, columns=MDS_COLUMNS[base], compression=compression) as w:
         for _, sample in samples(workload, n):
             w.write(sample)
     emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 
-def epoch_result(ds, loader_class, mode: str, started: float) -> dict:
+def epoch_result(ds, loader_class, mode: str, started: float, collate_fn=None) -> dict:
     """One epoch of `ds`, plain or through `loader_class` with 2 workers; setup time since `started`."""
     if mode == "plain":
         res = timed_epoch(ds, batched=False)
     else:
-        res = timed_epoch(loader_class(ds, batch_size=BATCH, num_workers=2, collate_fn=collate), batched=True)
+        kw = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        res = timed_epoch(loader_class(ds, batch_size=batch_for(mode), num_workers=2, **kw), batched=True)
     res["setup_s"] = time.perf_counter() - started - res["seconds"]
     return res
 
@@ -103,6 +120,7 @@ class _AnonPeak:
         import threading
 
         self.peak = 0.0
+        self.tree_peak = 0.0
         threading.Thread(target=self._run, daemon=True).start()
 
     @staticmethod
@@ -119,10 +137,26 @@ class _AnonPeak:
     def _run(self) -> None:
         while True:
             self.peak = max(self.peak, self.now())
+            self.tree_peak = max(self.tree_peak, tree_rss_mb())
             time.sleep(0.02)
 
 
 ANON = _AnonPeak()
+
+
+def tree_rss_mb() -> float:
+    """RSS of this process and every descendant (DataLoader workers), summed."""
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0) / 1024.0
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return total
 
 
 def maxrss_mb(children: bool = False) -> float:
@@ -172,6 +206,7 @@ def emit(result: dict) -> None:
     result["maxrss_mb"] = maxrss_mb()
     result["peak_anon_mb"] = max(ANON.peak, ANON.now())
     result["maxrss_children_mb"] = maxrss_mb(children=True)
+    result["peak_tree_rss_mb"] = max(ANON.tree_peak, tree_rss_mb())
     sys.stdout.write("RESULT " + json.dumps(result) + "\n")
     sys.stdout.flush()
 

@@ -1,12 +1,15 @@
 """Streaming benchmark: Foundry vs mosaicml-streaming 0.13 vs litdata, in one run.
 
-    .venv/bin/python bench/streaming/run.py [--samples 100000] [--reps 3] [--workloads tokens,images]
-        [--sides foundry,mosaic,litdata] [--no-cold] [--out bench/results/streaming.json]
+    python bench/streaming/run.py [--samples 100000] [--reps 3] [--workloads tokens,tokens-zstd,images]
+        [--sides foundry,mosaic,litdata] [--modes plain,loader,loader256] [--no-cold]
+        [--out bench/results/streaming.json]
 
 Each side runs as a subprocess in its own venv (peers: .venv-peers/, see tests/support/peers.py for
 mosaicml-streaming and README in this folder for litdata). Repetitions are interleaved across
-sides; shard files are read once (page cache warm) right before every timed epoch; medians are
-reported, with Foundry's ratio to each peer. The cold epoch reads from SeaweedFS on loopback.
+sides; shard files are read once (page cache warm) right before every timed epoch, and shards a
+previous epoch decompressed are deleted, so every epoch of a compressed workload decompresses;
+medians are reported, with Foundry's ratio to each peer. The cold epoch reads from SeaweedFS on
+loopback.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ REPO = HERE.parents[1]
 PEERS = REPO / ".venv-peers"
 
 
+def litdata_python() -> Path:
+    for root in (os.environ.get("FOUNDRY_PEERS_DIR"), PEERS):
+        if root and (Path(root) / "litdata" / "bin" / "python").exists():
+            return Path(root) / "litdata" / "bin" / "python"
+    raise SystemExit("no litdata venv: see bench/streaming/README.md")
+
+
 def mosaic_python() -> Path:
     sys.path.insert(0, str(REPO / "tests"))
     from support.peers import mosaic_python as build
@@ -35,10 +45,10 @@ def mosaic_python() -> Path:
 
 def side_cmd(side: str) -> list[str]:
     if side == "foundry":
-        return [str(REPO / ".venv" / "bin" / "python"), str(HERE / "side_foundry.py")]
+        return [sys.executable, str(HERE / "side_foundry.py")]
     if side == "mosaic":
         return [str(mosaic_python()), "-I", str(HERE / "side_mosaic.py"), str(HERE)]
-    return [str(PEERS / "litdata" / "bin" / "python"), "-I", str(HERE / "side_litdata.py"), str(HERE)]
+    return [str(litdata_python()), "-I", str(HERE / "side_litdata.py"), str(HERE)]
 
 
 def run(side: str, *args: str, env: dict | None = None, timeout: int = 600) -> dict:
@@ -54,8 +64,8 @@ def _run(side: str, *args: str, env: dict | None = None, timeout: int = 600) -> 
     with tempfile.TemporaryDirectory(prefix="bench-") as cwd:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         full_env.update(env or {})
-        if side == "foundry":
-            full_env["PYTHONPATH"] = str(HERE)
+        if side == "foundry":  # the bench folder, and whatever makes `import foundry` this checkout
+            full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
         proc = subprocess.run(side_cmd(side) + list(args), capture_output=True, text=True, cwd=cwd,
                               env=full_env, timeout=timeout)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -73,6 +83,14 @@ def warm(path: Path) -> None:
                     pass
 
 
+def forget_decompressed(path: Path) -> None:
+    """Delete shard files a previous epoch decompressed beside their compressed originals (Foundry
+    and mosaicml-streaming both decompress a local-only dataset into its folder)."""
+    shutil.rmtree(path / ".foundry", ignore_errors=True)
+    for z in list(path.rglob("*.zstd")):
+        z.with_suffix("").unlink(missing_ok=True)
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -82,7 +100,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--workloads", default="tokens,images")
+    ap.add_argument("--workloads", default="tokens,tokens-zstd,images")
+    ap.add_argument("--modes", default="plain,loader,loader256")
     ap.add_argument("--sides", default="foundry,mosaic,litdata")
     ap.add_argument("--data", default=str(REPO / ".foundry-cache" / "bench-streaming"))
     ap.add_argument("--no-cold", action="store_true")
@@ -105,28 +124,38 @@ def main() -> None:
                 if res:
                     r[s]["write_sps"] = a.samples / res["seconds"]
                     print(f"[{wl}] {s} write {r[s]['write_sps']:.0f}/s", flush=True)
-            if "foundry" in sides:
+            compressed = "-" in wl
+            if "foundry" in sides and not compressed:
                 for _ in range(a.reps):
                     warm(dirs["foundry"])
                     res = run("foundry", "floor", str(dirs["foundry"]))
                     if res:
                         r.setdefault("floor", []).append(res["samples"] / res["seconds"])
-            for mode in ("plain", "loader"):
+            if "foundry" in sides and compressed:
+                for _ in range(a.reps):
+                    res = run("foundry", "ceiling", str(dirs["foundry"]))
+                    if res:
+                        r.setdefault("ceiling", []).append(res["samples"] / res["seconds"])
+            for mode in a.modes.split(","):
                 for rep in range(a.reps):
                     for s in sides:
+                        forget_decompressed(dirs[s])
                         warm(dirs[s])
                         res = run(s, "epoch", str(dirs[s]), mode)
                         if not res:
                             continue
                         r[s].setdefault(f"{mode}_sps_all", []).append(res["samples"] / res["seconds"])
-                        r[s].setdefault("first_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
                         if mode == "plain":
+                            r[s].setdefault("first_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
                             r[s].setdefault("rss_all", []).append(res["maxrss_mb"])
                             r[s].setdefault("anon_all", []).append(res.get("peak_anon_mb"))
+                        else:
+                            r[s].setdefault(f"{mode}_tree_rss_all", []).append(res.get("peak_tree_rss_mb"))
                         print(f"[{wl}] {s} {mode} rep{rep} {res['samples'] / res['seconds']:.0f}/s "
                               f"rss {res['maxrss_mb']:.0f}MB", flush=True)
             for rep in range(a.reps):
                 for s in sides:
+                    forget_decompressed(dirs[s])
                     warm(dirs[s])
                     res = run(s, "resume", str(dirs[s]))
                     if res:
@@ -134,6 +163,7 @@ def main() -> None:
             if s3 is not None:
                 for s in sides:
                     prefix = f"{wl}-{a.samples}/{s}"
+                    forget_decompressed(dirs[s])
                     upload(s3, dirs[s], prefix)
                     cache = data / "cold-cache" / wl / s
                     shutil.rmtree(cache, ignore_errors=True)
@@ -148,16 +178,24 @@ def main() -> None:
                     shutil.rmtree(cache, ignore_errors=True)
                     print(f"[{wl}] {s} cold {r[s]['cold_sps']:.0f}/s, {r[s]['cold_bytes'] / 1e6:.0f} MB", flush=True)
             for s in sides:
-                for key in ("plain_sps", "loader_sps", "first", "rss", "anon", "resume"):
+                for key in ("plain_sps", "loader_sps", "loader256_sps", "first", "rss", "anon", "resume",
+                            "loader_tree_rss", "loader256_tree_rss"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
-            if "floor" in r:
-                r["floor_sps"] = median(r["floor"])
+            for key in ("floor", "ceiling"):
+                if key in r:
+                    r[f"{key}_sps"] = median(r[key])
+            save(a.out, results)  # a run cut short keeps the workloads it finished
+            print(table({**results, "workloads": {wl: r}}), flush=True)
     finally:
         if s3 is not None:
             s3["stop"]()
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=1))
+    save(a.out, results)
     print(table(results))
+
+
+def save(out: str, results: dict) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=1))
 
 
 def du_bytes(path: Path) -> int:
@@ -199,11 +237,14 @@ def table(results: dict) -> str:
     sides = results["sides"]
     peers = [s for s in sides if s != "foundry"]
     rows = [("write samples/s", "write_sps", True), ("epoch from cache, plain, samples/s", "plain_sps", True),
-            ("epoch from cache, DataLoader(2 workers), samples/s", "loader_sps", True),
+            ("epoch from cache, DataLoader(batch 32, 2 workers), samples/s", "loader_sps", True),
+            ("epoch from cache, DataLoader(batch 256, 2 workers), samples/s", "loader256_sps", True),
             ("cold epoch from SeaweedFS, samples/s", "cold_sps", True),
-            ("time to first sample (local), s", "first", False), ("time to first sample (cold), s", "cold_first_s", False),
+            ("fresh process -> first sample (local), s", "first", False), ("time to first sample (cold), s", "cold_first_s", False),
             ("resume at 75% -> first sample, s", "resume", False), ("peak RSS incl. mapped shard pages (plain epoch), MB", "rss", False),
             ("peak anonymous memory (plain epoch), MB", "anon", False),
+            ("peak RSS of the process tree, DataLoader batch 32, MB", "loader_tree_rss", False),
+            ("peak RSS of the process tree, DataLoader batch 256, MB", "loader256_tree_rss", False),
             ("bytes downloaded (cold epoch), MB", "cold_bytes", False)]
     out = []
     for wl, r in results["workloads"].items():
@@ -224,9 +265,12 @@ def table(results: dict) -> str:
                 else:
                     ratios.append(f"{(f / v if higher else v / f):.2f}x")
             out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
-        if r.get("floor_sps"):
-            out.append(f"| raw floor (slice each sample from mmap'd shards), samples/s | {r['floor_sps']:,.0f} | | | "
-                       f"foundry plain = {r['foundry']['plain_sps'] / r['floor_sps']:.2f} of floor | |")
+        for key, what in (("floor_sps", "raw floor (slice each sample from mmap'd shards)"),
+                          ("ceiling_sps", "decompression ceiling (zstd of every shard, in memory, one core)")):
+            if r.get(key) and "foundry" in r:
+                parts = [f"{m} {r['foundry'][m + '_sps'] / r[key]:.2f}" for m in ("plain", "loader", "loader256")
+                         if r["foundry"].get(m + "_sps")]
+                out.append(f"\n{what}: {r[key]:,.0f} samples/s; Foundry as a fraction of it: {', '.join(parts)}\n")
         out.append("")
     out.append("ratios: foundry/peer for throughputs, peer/foundry for times, memory and bytes (>1 = Foundry better)")
     return "\n".join(out)

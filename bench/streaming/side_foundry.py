@@ -7,26 +7,25 @@ import time
 
 import numpy as np
 
-from bench_common import BATCH, emit, epoch_result, main, resume_at_75, write_mds
+from bench_common import BATCH, batch_for, emit, epoch_result, main, resume_at_75, write_mds
 
-from foundry.streaming import MDSWriter, StreamingDataset  # imported before any timer starts
-from torch.utils.data import DataLoader
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset  # imported before any timer starts
 
 
 def write(workload: str, out: str, n: str) -> None:
     write_mds(MDSWriter, workload, out, int(n))
 
 
-def dataset(src: str, cache: str | None, **kw):
+def dataset(src: str, cache: str | None, batch: int = BATCH, **kw):
     if cache:
-        return StreamingDataset(remote=src, local=cache, shuffle=True, batch_size=BATCH, **kw)
-    return StreamingDataset(local=src, shuffle=True, batch_size=BATCH, **kw)
+        return StreamingDataset(remote=src, local=cache, shuffle=True, batch_size=batch, **kw)
+    return StreamingDataset(local=src, shuffle=True, batch_size=batch, **kw)
 
 
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
-    ds = dataset(src, cache)
-    res = epoch_result(ds, DataLoader, mode, t0)
+    ds = dataset(src, cache, batch_for(mode))
+    res = epoch_result(ds, StreamingDataLoader, mode, t0)
     res["bytes_downloaded"] = ds.bytes_downloaded
     emit(res)
 
@@ -56,5 +55,23 @@ def floor(src: str) -> None:
     emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 
+def ceiling(src: str) -> None:
+    """The decompression ceiling: every .zstd shard decompressed in memory, one after another
+    (what any reader of these shards must at least spend on this core)."""
+    import glob
+    import json
+    import os
+
+    import zstandard
+
+    files = sorted(glob.glob(os.path.join(src, "**", "*.zstd"), recursive=True))
+    datas = [open(f, "rb").read() for f in files]
+    n = sum(s["samples"] for s in json.load(open(os.path.join(src, "index.json")))["shards"])
+    t0 = time.perf_counter()
+    for data in datas:
+        zstandard.ZstdDecompressor().decompress(data)
+    emit({"seconds": time.perf_counter() - t0, "samples": n})
+
+
 if __name__ == "__main__":
-    main({"write": write, "epoch": epoch, "resume": resume, "floor": floor}, sys.argv[1:])
+    main({"write": write, "epoch": epoch, "resume": resume, "floor": floor, "ceiling": ceiling}, sys.argv[1:])

@@ -6,14 +6,14 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[1])  # the bench folder
-from bench_common import BATCH, emit, epoch_result, main, samples  # noqa: E402
+from bench_common import BATCH, collate, emit, epoch_result, main, samples, split_workload  # noqa: E402
 from litdata import StreamingDataLoader, StreamingDataset  # noqa: E402  (imported before any timer starts)
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
 
 def write(workload: str, out: str, n: str) -> None:
     t0 = time.perf_counter()
-    w = BinaryWriter(out, chunk_bytes="64MB")
+    w = BinaryWriter(out, chunk_bytes="64MB", compression=split_workload(workload)[1])
     for i, sample in samples(workload, int(n)):
         w.add_item(i, sample)
     w.done()
@@ -35,7 +35,9 @@ def dataset(src: str, cache: str | None):
 
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
-    emit(epoch_result(dataset(src, cache), StreamingDataLoader, mode, t0))
+    # litdata yields bytes columns as memoryviews, which cannot cross processes: the shared collate
+    # turns them into bytes (arrays go through torch's default_collate, as litdata's own default)
+    emit(epoch_result(dataset(src, cache), StreamingDataLoader, mode, t0, collate_fn=collate))
 
 
 def resume(src: str) -> None:

@@ -6,7 +6,7 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[1])  # the bench folder (isolated mode adds nothing)
-from bench_common import BATCH, emit, epoch_result, main, resume_at_75, write_mds  # noqa: E402
+from bench_common import BATCH, batch_for, emit, epoch_result, main, resume_at_75, write_mds  # noqa: E402
 from streaming import MDSWriter, StreamingDataset  # noqa: E402  (imported before any timer starts)
 from torch.utils.data import DataLoader  # noqa: E402
 
@@ -21,16 +21,16 @@ def write(workload: str, out: str, n: str) -> None:
     write_mds(MDSWriter, workload, out, int(n))
 
 
-def dataset(src: str, cache: str | None):
+def dataset(src: str, cache: str | None, batch: int = BATCH):
     clean()
     if cache:
-        return StreamingDataset(remote=src, local=cache, shuffle=True, batch_size=BATCH)
-    return StreamingDataset(local=src, shuffle=True, batch_size=BATCH)
+        return StreamingDataset(remote=src, local=cache, shuffle=True, batch_size=batch)
+    return StreamingDataset(local=src, shuffle=True, batch_size=batch)
 
 
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
-    emit(epoch_result(dataset(src, cache), DataLoader, mode, t0))
+    emit(epoch_result(dataset(src, cache, batch_for(mode)), DataLoader, mode, t0))
 
 
 def resume(src: str) -> None:

@@ -86,7 +86,7 @@ def trainer_loop(width, depth, batches, warmup, tmp: Path) -> list[float]:
 
 def stall_trainer(width, depth, tmp: Path, folder: str, saves: int = 4) -> list[float]:
     """Main-thread stall of each save (saves far enough apart that none waits for the previous).
-    The first save of a run also allocates the reusable host buffers; it is reported apart."""
+    The first save of a run uses host buffers reserved in the background after step 1; it is reported apart."""
     from foundry.trainer import Trainer
 
     model = mlp(width, depth)
@@ -182,7 +182,7 @@ def main() -> None:
     for kind in stores:
         rows += [
             (f"stall per checkpoint, Trainer, {kind}", f"{med(t_stall[kind]) * 1e3:.1f} ms",
-             f"first save of a run (allocates host buffers): {med(first_stall[kind]) * 1e3:.1f} ms"),
+             f"first save of a run (host buffers reserved after step 1): {med(first_stall[kind]) * 1e3:.1f} ms"),
             (f"stall, blocking torch.save + put_file, {kind}", f"{med(b_stall[kind]) * 1e3:.1f} ms",
              f"{med(b_stall[kind]) / med(t_stall[kind]):.1f}x the Trainer's stall"),
         ]

@@ -74,6 +74,16 @@ class GPT(nn.Module):
             x = block(x)
         return self.head(self.ln_f(x))
 
+    def num_tokens(self, batch: dict) -> int:
+        """Tokens the model consumes per batch: B*T inputs (a sample holds T+1, the last one only a target)."""
+        tokens = batch["tokens"]
+        return tokens.shape[0] * (tokens.shape[1] - 1)
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token (forward + backward), nanoGPT/PaLM's estimate: 6N + 12*L*d*T."""
+        n = self.num_params() - self.wpe.weight.numel()
+        return 6 * n + 12 * self.cfg.n_layer * self.cfg.n_embd * self.cfg.block_size
+
     def loss(self, logits: torch.Tensor, batch: dict) -> torch.Tensor:
         targets = batch["tokens"][:, 1:].long()
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -88,3 +98,9 @@ class GPT(nn.Module):
             idx = torch.cat([idx, nxt], 1)
         self.train()
         return bytes(idx[0].tolist())
+
+
+def build_gpt(**config) -> GPT:
+    """A factory for run specs' `parameters` (`model: foundry.examples.gpt.model:build_gpt`)."""
+    torch.manual_seed(17)
+    return GPT(GPTConfig(**config))

@@ -2,6 +2,11 @@
 
     python examples/gpt/train.py --data file:///tmp/pystdlib --save-folder 's3://bucket/{run_name}/checkpoints'
     torchrun --nproc_per_node=2 examples/gpt/train.py ...     # same global batch, split over ranks
+    torchrun --nproc_per_node=8 examples/gpt/train.py --parallelism fsdp --precision bf16 ...
+
+The GPU is used when there is one (--device auto); --precision auto is bf16 autocast on a GPU that
+supports it (TF32 matmuls otherwise), fp32 on CPU. FSDP shards each block, keeps the tied
+embedding/head in one group, and works on CPU (gloo) too.
 
 Rerunning with --autoresume continues the run from its latest checkpoint; SIGTERM pauses it.
 """
@@ -51,6 +56,15 @@ def build_trainer(data: str, save_folder: str | None, run_name: str = "tiny-gpt"
         config={"model": vars(model.cfg), "data": data, "global_batch": global_batch}, **trainer_kwargs)
 
 
+def train_loader(data: str, global_batch: int = 16, cache_dir: str = "data-cache") -> StreamingDataLoader:
+    """A factory for run specs' `parameters` (`train_dataloader: foundry.examples.gpt.train:train_loader`)."""
+    env = DistEnv.detect()
+    per_rank = global_batch // env.world_size
+    train = StreamingDataset(remote=f"{data.rstrip('/')}/train", local=f"{cache_dir}/train-rank{env.rank}",
+                             shuffle=True, shuffle_seed=17, batch_size=per_rank, num_canonical_nodes=1)
+    return StreamingDataLoader(train, batch_size=per_rank, num_workers=0)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="URL of the MDS dataset written by prep.py")
@@ -60,10 +74,17 @@ def main() -> None:
     p.add_argument("--global-batch", type=int, default=16)
     p.add_argument("--save-interval", default="100ba")
     p.add_argument("--autoresume", action="store_true")
+    p.add_argument("--load-path", help="start from this checkpoint (a save folder or one checkpoint's URL)")
     p.add_argument("--run-dir")
+    p.add_argument("--device", default="auto", help="auto (the GPU when present), cpu, cuda")
+    p.add_argument("--precision", default="auto", help="auto, fp32, bf16 or fp16")
+    p.add_argument("--parallelism", default="auto", help="auto (DDP when distributed), ddp, fsdp or none")
+    p.add_argument("--checkpoint-layout", default="full", help="full (portable) or sharded (DCP, per rank)")
     a = p.parse_args()
     trainer = build_trainer(a.data, a.save_folder, a.run_name, a.max_duration, a.global_batch,
-                            save_interval=a.save_interval, autoresume=a.autoresume, run_dir=a.run_dir)
+                            save_interval=a.save_interval, autoresume=a.autoresume, run_dir=a.run_dir,
+                            load_path=a.load_path, device=a.device, precision=a.precision,
+                            parallelism=a.parallelism, checkpoint_layout=a.checkpoint_layout)
     trainer.fit()
 
 

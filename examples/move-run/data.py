@@ -15,3 +15,16 @@ def write_dataset(url: str, n: int = 512, shard_bytes: int = 4096) -> None:
             start, step = rng.integers(0, VOCAB), rng.integers(1, 4)
             tokens = (start + step * np.arange(SEQ + 1)) % VOCAB
             writer.write({"id": i, "tokens": tokens.astype(np.int64)})
+
+
+if __name__ == "__main__":  # python examples/move-run/data.py s3://my-bucket/tiny-gpt/data
+    import argparse
+    import time
+
+    p = argparse.ArgumentParser(description="Write the tiny GPT's dataset (MDS shards) to a storage URL.")
+    p.add_argument("url", help="where to write it, e.g. s3://my-bucket/tiny-gpt/data or file:///some/folder")
+    p.add_argument("--samples", type=int, default=512)
+    a = p.parse_args()
+    t0 = time.time()
+    write_dataset(a.url, n=a.samples)
+    print(f"wrote {a.samples} samples to {a.url} ({time.time() - t0:.1f}s)")

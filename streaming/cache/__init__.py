@@ -8,6 +8,7 @@ hand; stale temporary files are removed by the next download of the same shard.
 
 from .evict import Evictor, parse_bytes
 from .prefetch import Prefetcher
+from .schedule import UseSchedule
 from .shards import ShardCache
 
-__all__ = ["Evictor", "Prefetcher", "ShardCache", "parse_bytes"]
+__all__ = ["Evictor", "Prefetcher", "ShardCache", "UseSchedule", "parse_bytes"]

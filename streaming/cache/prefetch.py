@@ -35,11 +35,13 @@ class Prefetcher:
             self._position = position
             self._cond.notify()
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Stop fetching; `wait` for the downloads already running (at the end of an epoch they
+        are its last, and the cache should be settled when the epoch is)."""
         with self._cond:
             self._stop = True
             self._cond.notify()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
     def _run(self) -> None:
         for shard, pos in zip(self._shards, self._first_use):

@@ -7,21 +7,33 @@ once on a mismatch, then refused with a DataError naming the shard.
 
 from __future__ import annotations
 
+import itertools
+import mmap
 import os
 import threading
-import itertools
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from filelock import FileLock
 
 from foundry.plugins.errors import DataError, FoundryError, StorageError
-from foundry.streaming.format.hashing import check_shard_file
+from foundry.streaming.format.hashing import check_shard_file, hash_bytes, verify_file
 
 FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128", "xxh32")
 _STATE_DIR = ".foundry"
 _seq = itertools.count()
+# One decompression at a time per process: it is CPU-bound, and the reader needs the other core.
+# More would also slow the first shard the reader waits for. Downloads still run in parallel.
+_DECOMPRESSING = threading.Lock()
+
+
+def _fresh_decompress_lock() -> None:  # a fork copies the lock as held by a thread that is gone
+    global _DECOMPRESSING
+    _DECOMPRESSING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_decompress_lock)
 
 
 def _safe(name: str) -> str:
@@ -54,6 +66,7 @@ class ShardCache:
         self._ready: set[int] = set()
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._locks_pid = os.getpid()
         self.bytes_downloaded = 0
         self.state_dir = self.local / _STATE_DIR
         self._store_obj: Any = None
@@ -67,6 +80,7 @@ class ShardCache:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._guard = threading.Lock()
+        self._locks_pid = os.getpid()
 
     def store(self) -> Any:
         """The remote ObjectStore, opened once per process (clients are not shared across fork)."""
@@ -102,6 +116,11 @@ class ShardCache:
         url = StorageURL.parse(self.remote)
         return url.scheme != "file" or Path(url.prefix).resolve() != self.local.resolve()
 
+    @property
+    def needs_work(self) -> bool:
+        """Some shard may have to be downloaded or decompressed before it can be read."""
+        return self.evictable or any(s.compression for s in self.shards)
+
     def present_bytes(self, i: int) -> int:
         total = 0
         for p in self._paths(i):
@@ -123,6 +142,8 @@ class ShardCache:
         return FileLock(str(locks / (_safe(self.shards[i].raw_basename) + ".lock")))
 
     def _thread_lock(self, i: int) -> threading.Lock:
+        if self._locks_pid != os.getpid():  # forked (a DataLoader worker): the parent's locks may be held
+            self._guard, self._locks, self._locks_pid = threading.Lock(), {}, os.getpid()
         with self._guard:
             return self._locks.setdefault(i, threading.Lock())
 
@@ -147,15 +168,10 @@ class ShardCache:
                                      stamps=self.state_dir / "verified")
                 self._ready.add(i)
                 return path
-            if self.remote is None:
-                raise DataError(
-                    f"shard {self.shards[i].raw_basename} is missing from {self.local} and there is no remote",
-                    hint="pass remote= so the shard can be downloaded, or restore the local copy",
-                )
             with self._lock(i):
                 for f in self.files(i):
                     if not self._file_complete(f):
-                        self._download(f, self.shards[i].compression)
+                        self._make_local(f, self.shards[i].compression)
             self._ready.add(i)
             return path
 
@@ -184,78 +200,138 @@ class ShardCache:
             return self.validate_hash
         return next((h for h in FAST_HASHES if h in hashes), None)
 
-    def _download(self, f: Any, compression: str | None) -> None:
-        from foundry.streaming.format import decompress_file, verify_file
+    def _make_local(self, f: Any, compression: str | None) -> None:
+        """Write f's raw file under its final name (the caller holds the shard's lock).
 
+        A compressed file is taken from the local folder when a good copy is there (a dataset
+        opened with local= only), else downloaded into memory; either way it is decompressed frame
+        by frame straight into a temporary file of the cache, then renamed into place."""
         tmp_dir = self.state_dir / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         prefix = _safe(f.raw_basename) + "."
         for pattern in (prefix + "*", "." + prefix + "*"):  # left by a killed process; we hold the lock
             for stale in tmp_dir.glob(pattern):
                 stale.unlink(missing_ok=True)
+        final = self.local / f.raw_basename
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if f.zip_basename:
+            local_zip = self._good_local_zip(f)
+            if local_zip is not None:
+                with open(local_zip, "rb") as fin, mmap.mmap(fin.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    self._decompress_into(final, f, compression, mapped, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
+                return
+        if self.remote is None:
+            raise DataError(f"shard file {f.raw_basename} is missing from {self.local} and there is no remote",
+                            hint="pass remote= so the shard can be downloaded, or restore the local copy")
+        if not f.zip_basename:
+            tmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.dl"
+            size = self._download_checked(f, lambda: self._fetch(f.raw_basename, tmp), lambda: tmp.stat().st_size,
+                                          lambda algo, digest: verify_file(str(tmp), {algo: digest}),
+                                          lambda: tmp.unlink(missing_ok=True))
+            os.replace(tmp, final)
+            self.bytes_downloaded += size  # after the rename: an eviction triggered by it sees the file
+            return
+        box: list[bytes] = []
+        size = self._download_checked(f, lambda: box.append(self._fetch(f.zip_basename)), lambda: len(box[-1]),
+                                      lambda algo, digest: hash_bytes(algo, box[-1]) == digest, box.clear)
+        data = box[-1]
+        if self.keep_zip:
+            zp = self.local / f.zip_basename
+            zp.parent.mkdir(parents=True, exist_ok=True)
+            ztmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.zip"
+            ztmp.write_bytes(data)
+            os.replace(ztmp, zp)
+        self._decompress_into(final, f, compression, data, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
+        self.bytes_downloaded += size
+
+    def _download_checked(self, f: Any, fetch: Callable[[], Any], size: Callable[[], int],
+                          hash_ok: Callable[[str, str], bool], discard: Callable[[], Any]) -> int:
+        """Fetch the stored file of `f`; a corrupt download is fetched once more, then refused.
+        Returns the bytes downloaded."""
         compressed = bool(f.zip_basename)
         key = f.zip_basename or f.raw_basename
         expected_size = f.zip_bytes if compressed else f.raw_bytes
         hashes = dict((f.zip_hashes if compressed else f.raw_hashes) or {})
         algo = self._hash_algo(hashes)
         problem = ""
-        for attempt in range(2):  # a corrupt download is fetched once more, then refused
-            tmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.dl"
-            self._fetch(key, tmp)
-            size = tmp.stat().st_size
-            if expected_size is not None and size != expected_size:
-                problem = f"{size} bytes, index.json says {expected_size}"
-            elif algo and not verify_file(str(tmp), {algo: hashes[algo]}):
+        for _attempt in range(2):
+            fetch()
+            got = size()
+            if expected_size is not None and got != expected_size:
+                problem = f"{got} bytes, index.json says {expected_size}"
+            elif algo and not hash_ok(algo, hashes[algo]):
                 problem = f"{algo} hash mismatch"
             else:
-                problem = ""
-                break
-            tmp.unlink(missing_ok=True)
-        if problem:
-            raise DataError(f"shard {key} of {self.name} is corrupt in the store ({problem}, downloaded twice)",
-                            hint="rewrite or restore that shard in the remote dataset")
-        self.bytes_downloaded += size
-        final = self.local / f.raw_basename
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if compressed:
-            raw_tmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw"
-            try:
-                decompress_file(compression, str(tmp), str(raw_tmp))
-            except FoundryError:
-                raise
-            except Exception as exc:
-                raise DataError(f"shard {key} of {self.name} does not decompress: {exc}") from exc
-            if self.keep_zip:
-                zp = self.local / f.zip_basename
-                zp.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, zp)
-            else:
-                tmp.unlink(missing_ok=True)
-            os.replace(raw_tmp, final)
-        else:
-            os.replace(tmp, final)
+                return got
+            discard()
+        raise DataError(f"shard {key} of {self.name} is corrupt in the store ({problem}, downloaded twice)",
+                        hint="rewrite or restore that shard in the remote dataset")
 
-    def _fetch(self, key: str, dest: Path) -> None:
+    def _good_local_zip(self, f: Any) -> Path | None:
+        """The compressed copy in the local folder if it is whole, else None (or an error when it
+        cannot be downloaded again)."""
+        path = self.local / f.zip_basename
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return None
+        algo = self._hash_algo(dict(f.zip_hashes or {}))
+        if f.zip_bytes is not None and size != f.zip_bytes:
+            problem = f"has {size} bytes, index.json says {f.zip_bytes}"
+        elif algo and not verify_file(str(path), {algo: f.zip_hashes[algo]}):
+            problem = f"fails its {algo} hash"
+        else:
+            return path
+        if self.remote is None or not self.evictable:
+            raise DataError(f"shard file {f.zip_basename} in {self.local} {problem}",
+                            hint="the local copy is corrupt; restore it")
+        return None
+
+    def _decompress_into(self, final: Path, f: Any, compression: str | None, data: Any, tmp: Path) -> None:
+        """Decompress `data` (bytes, or a mapped local file) into `tmp`, check it, rename it to `final`."""
+        from foundry.streaming.format import decompress_stream
+
+        try:
+            try:
+                with _DECOMPRESSING, open(tmp, "wb") as fout:
+                    decompress_stream(compression or "", memoryview(data), fout)
+            except FoundryError as exc:
+                raise DataError(f"shard {f.zip_basename} of {self.name} does not decompress: {exc.message}",
+                                hint="rewrite or restore that shard") from exc
+            size = tmp.stat().st_size
+            if f.raw_bytes is not None and size != f.raw_bytes:
+                raise DataError(f"shard {f.zip_basename} of {self.name} decompresses to {size} bytes, "
+                                f"index.json says {f.raw_bytes}", hint="rewrite or restore that shard")
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _fetch(self, key: str, dest: Path | None = None) -> Any:
+        """Download `key` to `dest`, or into memory (returned) without one; retried on transient errors."""
         last: Exception | None = None
         for attempt in range(self.download_retry + 1):
             try:
-                self._get_with_timeout(key, dest)
-                return
+                return self._get_with_timeout(key, dest)
             except (StorageError, OSError, TimeoutError) as exc:
                 last = exc
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         raise DataError(f"could not download shard {key} of {self.name} after {self.download_retry + 1} attempts: {last}",
                         hint="check the remote URL and credentials, or raise download_retry/download_timeout")
 
-    def _get_with_timeout(self, key: str, dest: Path) -> None:
-        if not self.download_timeout:
+    def _get_with_timeout(self, key: str, dest: Path | None) -> bytes | None:
+        def get() -> bytes | None:
+            if dest is None:
+                return self.store().get(key)
             self.store().get_file(key, dest)
-            return
-        box: dict[str, BaseException] = {}
+            return None
+
+        if not self.download_timeout:
+            return get()
+        box: dict[str, Any] = {}
 
         def run() -> None:
             try:
-                self.store().get_file(key, dest)
+                box["data"] = get()
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 box["error"] = exc
 
@@ -266,6 +342,7 @@ class ShardCache:
             raise TimeoutError(f"download of {key} took more than {self.download_timeout}s")
         if "error" in box:
             raise box["error"]
+        return box["data"]
 
     def evict(self, i: int) -> int:
         """Delete shard i's local files (only if it can be downloaded again); returns bytes freed."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import os
 import shutil
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from foundry.plugins.errors import ConfigError, DataError
 from foundry.plugins.storage import atomic_destination
@@ -139,30 +141,45 @@ def compress_file(compression: str, src: str | os.PathLike, dst: str | os.PathLi
             fout.write(_optional("snappy").compress(fin.read()))
 
 
-def decompress_file(compression: str, src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Decompress `src` into `dst` (atomically), in bounded memory except for snappy."""
+def decompress_stream(compression: str, src: BinaryIO | bytes | memoryview, fout: BinaryIO) -> None:
+    """Decompress `src` (a stream, or bytes already in memory: a download, a mapped file) into
+    `fout` frame by frame, in bounded memory except for snappy. Nothing goes through a file."""
     family = parse_compression(compression).family
+    fin = io.BytesIO(src) if isinstance(src, (bytes, bytearray, memoryview)) and family != "zstd" else src
     try:
-        with atomic_destination(dst) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
-            if family == "zstd":
-                import zstandard
+        if family == "zstd":
+            import zstandard
 
-                zstandard.ZstdDecompressor().copy_stream(fin, fout, read_size=_CHUNK, write_size=_CHUNK)
-            elif family == "gz":
-                with gzip.GzipFile(fileobj=fin, mode="rb") as gz:
-                    shutil.copyfileobj(gz, fout, _CHUNK)
-            elif family == "bz2":
-                with bz2.BZ2File(fin, mode="rb") as bz:
-                    shutil.copyfileobj(bz, fout, _CHUNK)
-            elif family == "br":
-                dec = _optional("brotli").Decompressor()
-                while chunk := fin.read(_CHUNK):
-                    fout.write(dec.process(chunk))
-                if not dec.is_finished():
-                    raise DataError("truncated brotli stream")
+            dctx = zstandard.ZstdDecompressor()
+            if isinstance(src, (bytes, bytearray, memoryview)):  # straight from the buffer, no input copies
+                with dctx.stream_writer(fout, write_size=_CHUNK * 4, closefd=False) as writer:
+                    writer.write(src)
             else:
-                fout.write(_optional("snappy").decompress(fin.read()))
+                dctx.copy_stream(fin, fout, read_size=_CHUNK, write_size=_CHUNK)
+        elif family == "gz":
+            with gzip.GzipFile(fileobj=fin, mode="rb") as gz:
+                shutil.copyfileobj(gz, fout, _CHUNK)
+        elif family == "bz2":
+            with bz2.BZ2File(fin, mode="rb") as bz:
+                shutil.copyfileobj(bz, fout, _CHUNK)
+        elif family == "br":
+            dec = _optional("brotli").Decompressor()
+            while chunk := fin.read(_CHUNK):
+                fout.write(dec.process(chunk))
+            if not dec.is_finished():
+                raise DataError("truncated brotli stream")
+        else:
+            fout.write(_optional("snappy").decompress(fin.read()))
     except (ConfigError, DataError):
         raise
     except Exception as exc:
-        raise DataError(f"cannot decompress {src} ({family}): {exc}") from exc
+        raise DataError(f"cannot decompress {family} data: {exc}") from exc
+
+
+def decompress_file(compression: str, src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Decompress `src` into `dst` (atomically), in bounded memory except for snappy."""
+    try:
+        with atomic_destination(dst) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
+            decompress_stream(compression, fin, fout)
+    except DataError as exc:
+        raise DataError(f"cannot decompress {src}: {exc.message}") from exc

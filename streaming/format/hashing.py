@@ -19,7 +19,7 @@ def _constructor(algo: str) -> Callable[[], Any]:
         return getattr(xxhash, algo)
     if algo in hashlib.algorithms_available and hasattr(hashlib, algo) and not algo.startswith("shake_"):
         return getattr(hashlib, algo)
-    raise ConfigError(f"unknown hash algorithm {algo!r}", hint=f"use e.g. sha1, md5, xxh64, xxh3_64")
+    raise ConfigError(f"unknown hash algorithm {algo!r}", hint="use e.g. sha1, md5, xxh64, xxh3_64")
 
 
 def is_hash(algo: str) -> bool:

@@ -2,7 +2,7 @@
 
 The generated function reads the length header with one `struct.unpack_from`, then each column
 straight from the shard buffer (an mmap): scalars with `unpack_from` (no slice), bytes and str as
-one slice, everything else through the column's codec. No per-column loop, no registry look-ups:
+one slice, ndarrays as views of the buffer (no copy), everything else through the column's codec. No per-column loop, no registry look-ups:
 the per-sample cost is what the columns need and nothing more.
 """
 
@@ -50,8 +50,16 @@ def compile_sample_decoder(
             env[f"_u{k}"] = struct.Struct("<" + _STRUCT_CODES[encoding]).unpack_from
             env[f"_t{k}"] = np.dtype(encoding).type
             lines.append(f"    {value} = _t{k}(_u{k}(buf, p)[0])")
+        elif getattr(codec := get_encoding(encoding), "count", None) is not None and codec.np_dtype is not None:
+            # a fixed-shape ndarray: a read-only view of the mapped shard, no copy (collate copies once)
+            env[f"_t{k}"], env[f"_n{k}"], env[f"_s{k}"] = codec.np_dtype, codec.count, codec.shape
+            reshape = "" if len(codec.shape) == 1 else f".reshape(_s{k})"
+            lines.append(f"    {value} = np.frombuffer(buf, _t{k}, _n{k}, p){reshape}")
+        elif hasattr(codec, "np_dtype"):  # other ndarrays decode from a view too
+            env[f"_d{k}"] = codec.decode
+            lines.append(f"    {value} = _d{k}(memoryview(buf)[p:p + {length}])")
         else:
-            env[f"_d{k}"] = get_encoding(encoding).decode
+            env[f"_d{k}"] = codec.decode
             lines.append(f"    {value} = _d{k}(buf[p:p + {length}])")
         lines.append(f"    p += {length}")
         items.append(f"{name!r}: {value}")

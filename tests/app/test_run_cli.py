@@ -91,3 +91,14 @@ def test_a_plan_beyond_the_cluster_records_no_run(cli, tmp_path, cp):
     code, _, err = cli("run", "-f", spec_file(tmp_path, name="wide", command="true", compute={"gpus": 4, "nodes": 2}))
     assert code == 2 and "cluster 'local' runs on one node (asked for 2)" in err
     assert cp.list_runs() == []
+
+
+def test_describe_run_shows_tokens_and_mfu(cli, tmp_path, cp):
+    path = spec_file(tmp_path, name="gpu-run", command=[sys.executable, "-c", "pass"])
+    assert cli("run", "-f", path, "--follow")[0] == 0
+    rows = [{"step": 1, "loss": 3.2, "throughput": 2.0, "tokens_per_sec": 250000.0, "mfu": 0.41},
+            {"step": 2, "loss": 3.1, "throughput": 2.0, "tokens_per_sec": 251000.0, "mfu": 0.412}]
+    (cp.paths.run_dir("gpu-run") / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "progress: step 2, loss 3.1, 251,000 tokens/s, MFU 41.2%" in cli("describe", "run", "gpu-run")[1]
+    progress = json.loads(cli("--json", "describe", "run", "gpu-run")[1])["progress"]
+    assert progress["mfu"] == 0.412 and progress["tokens_per_sec"] == 251000.0

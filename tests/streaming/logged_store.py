@@ -1,5 +1,5 @@
 """A test storage scheme `logged://x/ABS/PATH`: a folder store that logs every download (one line
-per get_file in ABS/PATH.log) and can stall mid-download (seconds in ABS/PATH.stall), so tests can
+per get or get_file of a shard in ABS/PATH.log) and can stall mid-download (seconds in ABS/PATH.stall), so tests can
 count downloads across processes and SIGKILL a reader while a shard is half written."""
 
 from __future__ import annotations
@@ -19,9 +19,17 @@ class LoggedStore(FileStore):
     def from_url(cls, url, options=None):
         return cls("/" + StorageURL.parse(url).prefix)
 
-    def get_file(self, key, path, progress=None):
+    def _log(self, key):
         with open(f"{self.root}.log", "a") as log:
             log.write(f"{os.getpid()} {key}\n")
+
+    def get(self, key):  # compressed shards are downloaded into memory
+        if key != "index.json":
+            self._log(key)
+        return super().get(key)
+
+    def get_file(self, key, path, progress=None):
+        self._log(key)
         stall = Path(f"{self.root}.stall")
         if key != "index.json" and stall.exists():
             with atomic_destination(path) as tmp, open(self._path(key), "rb") as src, open(tmp, "wb") as out:

@@ -6,7 +6,6 @@ import io
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 

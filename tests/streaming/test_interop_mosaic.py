@@ -176,3 +176,30 @@ def test_mosaic_reads_every_dataset_foundry_writes(mosaic_peer, tmp_path):
         assert len(got[name]) == len(want), name
         for i, (g, w) in enumerate(zip(got[name], want)):
             assert g == w, f"{name} sample {i}"
+
+
+def _as_is(sample):
+    return sample
+
+
+@pytest.mark.parametrize("name", ["mds-zstd", "mds-gz", "mds-bz2-5", "mds-snappy", "json-zstd", "csv-zstd"])
+def test_local_only_compressed_mosaic_dataset_reads_every_sample(mosaic_written, tmp_path, name):
+    """A compressed dataset mosaic wrote, opened with local= only: shards decompress from the folder."""
+    import shutil
+
+    from foundry.streaming import StreamingDataset, StreamingDataLoader
+
+    base, expected = mosaic_written
+    local = tmp_path / name
+    shutil.copytree(base / "mosaic" / name, local)
+    zipped = sorted(p.name for p in local.rglob("shard.*"))
+    assert zipped and all(p.rsplit(".", 1)[-1] in ("zstd", "gz", "bz2", "snappy") for p in zipped)
+    ds = StreamingDataset(local=str(local), allow_unsafe_types=True, shuffle=True, batch_size=2)
+    assert [S["normalize"](ds[i]) for i in range(N)] == expected[name]
+    want = sorted(map(repr, expected[name]))
+    assert sorted(repr(S["normalize"](s)) for s in ds) == want
+    loader = StreamingDataLoader(ds, batch_size=None, num_workers=2, collate_fn=_as_is)  # workers share the decompressed files
+    assert sorted(repr(S["normalize"](s)) for s in loader) == want
+    # The user's compressed files stay; nothing half-written or temporary is left behind.
+    assert set(zipped) <= {p.name for p in local.rglob("shard.*")}
+    assert not [p for p in (local / ".foundry").rglob("*") if p.is_file() and "locks" not in p.parts]

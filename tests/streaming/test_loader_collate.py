@@ -18,3 +18,29 @@ def test_batches_of_mapped_arrays_collate_quietly(tmp_path):
     assert len(batches) == 8
     assert sorted(int(v) for b in batches for v in b["x"][:, 0]) == list(range(64))
     batches[0]["x"] += 1  # a fresh tensor, not the mapped shard
+
+
+def test_collate_matches_default_collate_in_workers_and_in_process(tmp_path):
+    import torch
+    from torch.utils.data import default_collate
+
+    cols = {"x": "ndarray:float32:2,3", "v": "ndarray", "n": "int", "s": "str", "u": "uint8"}
+    rows = [{"x": np.full((2, 3), i, np.float32), "v": np.arange(4, dtype=np.int64) + i, "n": i, "s": f"t{i}",
+             "u": np.uint8(i)} for i in range(48)]
+    with MDSWriter(out=str(tmp_path / "data"), columns=cols) as writer:
+        for row in rows:
+            writer.write(row)
+    for workers in (0, 2):
+        dataset = StreamingDataset(local=str(tmp_path / "data"), batch_size=8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            batches = list(StreamingDataLoader(dataset, batch_size=8, num_workers=workers))
+        assert len(batches) == 6
+        for batch in batches:
+            want = default_collate([rows[int(n)] for n in batch["n"]])
+            assert batch.keys() == want.keys()
+            for key in want:
+                if isinstance(want[key], torch.Tensor):
+                    assert batch[key].dtype == want[key].dtype and torch.equal(batch[key], want[key]), key
+                else:
+                    assert batch[key] == want[key], key

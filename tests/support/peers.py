@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -70,17 +71,63 @@ def peers_dir() -> Path:
     return Path(os.environ.get("FOUNDRY_PEERS_DIR") or _REPO / ".venv-peers")
 
 
-def _pip(python: Path, *args: str) -> None:
-    cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+def _say(progress: bool, message: str) -> None:
+    if progress:
+        print(f"[setup] {message}", file=sys.stderr, flush=True)
+
+
+def _uv() -> str | None:
+    """uv next to this Python (scripts/setup.sh installs it there) or on PATH; None: use pip."""
+    if os.environ.get("USE_UV", "1") != "1":
+        return None
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
+def _torch_wheel_dirs() -> list[str]:
+    """Folders of wheels named by pip's configuration that hold the torch 2.13.0 file: uv may take
+    torch from there (from an index, the same version is the multi-GB CUDA build)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                          capture_output=True, text=True)
+    dirs = (proc.stdout if proc.returncode == 0 else os.environ.get("PIP_FIND_LINKS", "")).split()
+    return [d for d in dirs if list(Path(d).glob("torch-2.13.0*.whl"))]
+
+
+def _pip(python: Path, *args: str, progress: bool = False, what: str = "", uv: bool = True) -> None:
+    """Install into the venv of `python`; torch goes through pip (pip's config may name a local wheel)."""
+    uv_bin = _uv() if uv else None
+    if uv_bin:
+        cmd = [uv_bin, "pip", "install", "--quiet", "--python", str(python), *args]
+    else:
+        cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    _step(cmd, f"installing {what or ' '.join(args)} ({'uv' if uv_bin else 'pip'})", progress)
+
+
+def _step(cmd: list[str], what: str, progress: bool, timeout: float = 1500) -> str:
+    """Run one set-up command: a line when it starts, one every 10 s while it runs, its time at the end."""
+    t0 = time.monotonic()
+    _say(progress, f"  peer venv: {what} ...")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:  # set-up is never silent for long
+        try:
+            out, err = proc.communicate(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            _say(progress, f"  ... {time.monotonic() - t0:.0f}s")
+            if time.monotonic() - t0 > timeout:
+                proc.kill()
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out[-3000:]}\n{err[-3000:]}")
+    _say(progress, f"  peer venv: {what}: done in {time.monotonic() - t0:.1f} s")
+    return out
 
 
-def _build_mosaic_venv(target: Path) -> None:
+def _build_mosaic_venv(target: Path, progress: bool = False) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(staging)], check=True, capture_output=True, timeout=300)
+        uv = _uv()  # uv makes the venv in a second; `python -m venv` also installs pip (which uv does not need)
+        _step([uv, "venv", "--quiet", "--allow-existing", "--python", sys.executable, str(staging)] if uv
+              else [sys.executable, "-m", "venv", str(staging)], "creating the venv", progress)
         python = staging / "bin" / "python"
         constraints = staging / "constraints.txt"
         constraints.write_text("torch==2.13.0\n")
@@ -88,13 +135,17 @@ def _build_mosaic_venv(target: Path) -> None:
         for rel, text in _STUB_FILES.items():
             (stub / rel).parent.mkdir(parents=True, exist_ok=True)
             (stub / rel).write_text(textwrap.dedent(text).lstrip())
-        _pip(python, "torch==2.13.0")
-        _pip(python, "--no-deps", str(stub))  # first, so the real torchvision is never fetched
-        _pip(python, "-c", str(constraints), "mosaicml-streaming==0.13.0")
-        check = subprocess.run([str(python), "-I", "-c", "import streaming; print(streaming.__version__)"],
-                               capture_output=True, text=True, timeout=300)
-        if check.returncode != 0 or check.stdout.strip() != "0.13.0":
-            raise RuntimeError(f"mosaicml-streaming does not import in {staging}:\n{check.stderr[-3000:]}")
+        links = _torch_wheel_dirs()[:1]
+        _pip(python, *(["--find-links", links[0]] if links else []), "torch==2.13.0", progress=progress,
+             what="torch==2.13.0 (CPU build)", uv=bool(links))
+        # the stub first, so the real torchvision is never fetched
+        _pip(python, "--no-deps", str(stub), progress=progress, what="the torchvision stub")
+        _pip(python, "-c", str(constraints), "mosaicml-streaming==0.13.0", progress=progress,
+             what="mosaicml-streaming==0.13.0")
+        version = _step([str(python), "-I", "-c", "import streaming; print(streaming.__version__)"],
+                        "checking that mosaicml-streaming imports (imports torch)", progress, timeout=300)
+        if version.strip() != "0.13.0":
+            raise RuntimeError(f"mosaicml-streaming {version.strip()!r} imports in {staging}, not 0.13.0")
         (staging / "READY").write_text(MOSAIC_KEY)
         # The venv's scripts hold absolute paths; we only ever run bin/python -m/-c, which is relocatable.
         os.replace(staging, target)
@@ -102,8 +153,10 @@ def _build_mosaic_venv(target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def mosaic_python() -> Path:
-    """The peer venv's Python, building the venv under a file lock if it is missing."""
+def mosaic_python(progress: bool = False) -> Path:
+    """The peer venv's Python, building the venv under a file lock if it is missing.
+
+    progress=True (scripts/test.sh): one line per step on stderr, with its time."""
     from filelock import FileLock
 
     root = peers_dir()
@@ -111,8 +164,13 @@ def mosaic_python() -> Path:
     target = root / MOSAIC_KEY
     with FileLock(str(root / f"{MOSAIC_KEY}.lock"), timeout=1800):
         if not (target / "READY").exists():
+            t0 = time.monotonic()
+            _say(progress, f"building the mosaicml-streaming peer venv {target} (once) ...")
             shutil.rmtree(target, ignore_errors=True)
-            _build_mosaic_venv(target)
+            _build_mosaic_venv(target, progress)
+            _say(progress, f"mosaicml-streaming peer venv: done in {time.monotonic() - t0:.1f} s")
+        else:
+            _say(progress, f"mosaicml-streaming peer venv already built ({target})")
     return target / "bin" / "python"
 
 
@@ -122,7 +180,8 @@ class PeerRunner:
 
     def __call__(self, script: str, *args: str, timeout: float = 300) -> str:
         with tempfile.TemporaryDirectory(prefix="foundry-peer-") as cwd:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+            # TMPDIR too: mosaic's filelocks and scratch files land in the per-call folder, not /tmp
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"TMPDIR": cwd}
             proc = subprocess.run(
                 [str(self.python), "-I", "-c", textwrap.dedent(script), *args],
                 capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,

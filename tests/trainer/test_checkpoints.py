@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 
 import pytest
 import torch

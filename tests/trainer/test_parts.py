@@ -40,8 +40,7 @@ def test_parallelism_selection():
     assert choose_parallelism("auto", "cuda", 8) == "ddp"
     assert choose_parallelism("fsdp", "cuda", 8) == "fsdp"
     assert choose_parallelism("fsdp", "cuda", 1) == "fsdp"
-    with pytest.raises(ConfigError):
-        choose_parallelism("fsdp", "cpu", 2)
+    assert choose_parallelism("fsdp", "cpu", 2) == "fsdp"  # FSDP2 runs on CPU with gloo
     with pytest.raises(ConfigError):
         choose_parallelism("zero3", "cuda", 2)
 
@@ -126,7 +125,8 @@ def test_loggers_json_lines_and_plain_console(tmp_path):
     console = ConsoleLogger(total_batches=4, interval=2, stream=out)
     for step in range(1, 5):
         console.log_metrics({"loss": 1.0 / step}, step)
-    assert out.getvalue().splitlines() == ["step 2/4: loss=0.5", "step 4/4: loss=0.25"]
+    # off a terminal, lines come by time (tests/trainer/test_progress_lines.py): the first and the last here
+    assert out.getvalue().splitlines() == ["step 1/4: loss=1", "step 4/4: loss=0.25"]
 
 
 def test_trainer_config_errors_are_clear(tmp_path):

@@ -1,10 +1,15 @@
-"""Saving without stalling: the main thread copies the state to host memory, a background thread
-serializes, uploads, verifies and publishes it.
+"""Saving without stalling: the main thread copies the state into reusable host buffers
+(state.HostBuffers: pinned on a GPU, reserved in the background after the first step, so the first
+save stalls no longer than the next ones); a background thread does everything else: gathers FSDP
+shards for the full layout (over its own gloo group), serializes (torch.save / DCP), hashes,
+uploads, verifies and publishes.
 
-At most one checkpoint is in flight: when the next one is due while the previous is still
-uploading, `save` first waits for the previous one to be published (training stalls for the
-remainder of that upload), so memory holds at most one host copy of the state. A failure in the
-background is raised on the main thread at the next `poll`/`save`/`wait`.
+Memory is bounded: at most one checkpoint is in flight. When the next one is due while the
+previous is still uploading, `save` first waits for the previous one to be published (training
+stalls for the remainder of that upload: `last_wait_s`; the copy itself is `last_stall_s`), then reuses
+the same host buffers, so memory holds one host copy of the state (plus, for the full layout under
+FSDP, the gathered tensors on rank 0 while it writes). A failure in the background is raised on the
+main thread at the next `poll`/`save`/`wait`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from foundry.plugins.errors import CheckpointError
 
 from . import store_ops
 from .format import Manifest, checkpoint_name, digest_file
+from .state import gather_full
 
 
 class CheckpointSaver:
@@ -40,6 +46,7 @@ class CheckpointSaver:
         self._published: list[str] = []
         self._lock = threading.Lock()
         self.last_stall_s = 0.0
+        self.last_wait_s = 0.0
         self.in_flight: str | None = None
 
     # -- main thread ---------------------------------------------------------------------------
@@ -48,8 +55,10 @@ class CheckpointSaver:
 
         `collect()` returns (model_optim_state, extra_state), already copied to host memory.
         """
+        waited = time.perf_counter()
         self.wait()
         start = time.perf_counter()
+        self.last_wait_s = start - waited  # > 0 only when the previous checkpoint was still in flight
         name = checkpoint_name(timestamp["epoch"], timestamp["batch"])
         state, extra = collect()
         self.last_stall_s = time.perf_counter() - start
@@ -86,7 +95,8 @@ class CheckpointSaver:
     def _run(self, name: str, state: dict, extra: dict, meta: dict) -> None:
         try:
             staging = self.staging_root / name
-            if self.layout == "full":
+            if self.layout == "full":  # FSDP shards are gathered here, off the training thread
+                state = gather_full(state, self.ckpt_group, keep=self.rank == 0)
                 files = self._write_full(staging, state, extra) if self.rank == 0 else []
             else:
                 files = self._write_sharded(staging, state, extra)
@@ -126,8 +136,8 @@ class CheckpointSaver:
         import warnings
 
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
-        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group,
-                 no_dist=not (dist.is_available() and dist.is_initialized()))
+        alone = self.world_size == 1 or not (dist.is_available() and dist.is_initialized())
+        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
         files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
         if self.rank == 0:
             path = staging / "extra.pt"

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foundry.plugins.errors import CheckpointError
+from foundry.plugins.launch_env import LaunchEnv
 from foundry.plugins.manager import open_store
 
 from .. import dist as fdist
@@ -21,7 +23,7 @@ from ..seeding import rng_state
 from . import loader, store_ops
 from .saver import CheckpointSaver
 from .safe import to_safe
-from .state import HostBuffers, dataloader_stateful, model_optim_state, to_host
+from .state import HostBuffers, dataloader_stateful, holds_dtensors, live_model_optim_state, to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
 
@@ -48,12 +50,13 @@ class CheckpointSession:
         self.events: list[dict[str, Any]] = []  # structured records for metrics.jsonl (taken by the Trainer)
         self._published: list[str] = []  # published while a save waited for the previous upload
         self.buffers = HostBuffers(pin=_cuda_available())
+        self._reserve_checked = False
         if self.store is not None:
             group = None
-            if cfg.checkpoint_layout == "sharded" and env.distributed:
+            if env.distributed:
                 import torch.distributed as dist
 
-                group = dist.new_group(backend="gloo")  # background thread's own collectives
+                group = dist.new_group(backend="gloo")  # background thread's own collectives (DCP, gathers)
             self.saver = CheckpointSaver(
                 self.store, cfg.run_name, cfg.checkpoint_layout, env.rank, env.world_size,
                 cfg.save_num_checkpoints_to_keep, self.staging / f"rank{env.rank}",
@@ -69,6 +72,11 @@ class CheckpointSession:
             if found and found[0].run_name != self.cfg.run_name:
                 raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
                                       f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
+            if found and self.env.is_main and LaunchEnv.detect().resumption_index == 0:
+                # a new run (not a resumption) meets an earlier run's checkpoints under its name
+                sys.stderr.write(f"foundry: {self.cfg.save_url} already holds checkpoints of a run named "
+                                 f"{self.cfg.run_name!r} (latest {found[0].name}): resuming from them; "
+                                 f"`foundry delete run NAME --delete-checkpoints` starts fresh\n")
         if found is None:
             self._check_overwrite()
             if self.cfg.load_path:
@@ -137,11 +145,10 @@ class CheckpointSession:
     def save(self, trainer) -> str | None:
         if self.saver is None:
             return None
-        full = self.cfg.checkpoint_layout == "full"
         stateful = dataloader_stateful(trainer.train_dataloader)
 
         def collect():
-            mo = model_optim_state(trainer.model, trainer.optimizers, full=full)
+            mo = live_model_optim_state(trainer.model, trainer.optimizers)
             mine = {"rng": rng_state(), "epoch_rng": trainer.epoch_start_rng,
                     "dataloader": stateful.state_dict() if stateful is not None else None}
             per_rank = fdist.all_gather_object(mine, self.env)
@@ -157,12 +164,7 @@ class CheckpointSession:
                 "resumption_index": self.env.resumption_index,
                 "world_size": self.env.world_size,
             }
-            keep_state = self.env.is_main or not full
-            state = self.buffers.copy(mo) if keep_state else {}
-            if state and any(t.is_cuda for t in _tensors(mo)):
-                import torch
-
-                torch.cuda.synchronize()
+            state = self.buffers.copy(mo) if self._keeps_state(mo) else {}
             return state, to_safe(to_host(extra), "the checkpoint's extra state")
 
         meta = {"timestamp": trainer.timestamp.state_dict(), "resumption_index": self.env.resumption_index,
@@ -173,11 +175,20 @@ class CheckpointSession:
         self.last_saved = self.saver.save(trainer.timestamp.state_dict(), collect, meta)
         return self.last_saved
 
+    def _keeps_state(self, mo) -> bool:
+        """Every rank copies its shards (sharded layout, or FSDP); whole replicas only rank 0."""
+        return self.env.is_main or self.cfg.checkpoint_layout != "full" or holds_dtensors(mo)
+
     def _take_published(self, new: list[str]) -> list[str]:
         done, self._published = self._published + new, []
         return done
 
-    def poll(self) -> list[str]:
+    def poll(self, trainer=None) -> list[str]:
+        if trainer is not None and self.saver is not None and not self._reserve_checked:
+            self._reserve_checked = True
+            mo = live_model_optim_state(trainer.model, trainer.optimizers)  # after a step: optimizer state exists
+            if self._keeps_state(mo) and not self.buffers.reserved:
+                self.buffers.reserve(mo)  # so the first save stalls no longer than the next ones
         return self._take_published(self.saver.poll() if self.saver else [])
 
     def wait(self) -> list[str]:
@@ -185,19 +196,6 @@ class CheckpointSession:
         done = self.saver.wait() if self.saver else []
         fdist.barrier(self.env)
         return self._take_published(done)
-
-
-def _tensors(tree):
-    import torch
-
-    if isinstance(tree, torch.Tensor):
-        yield tree
-    elif isinstance(tree, dict):
-        for v in tree.values():
-            yield from _tensors(v)
-    elif isinstance(tree, (list, tuple)):
-        for v in tree:
-            yield from _tensors(v)
 
 
 def _cuda_available() -> bool:

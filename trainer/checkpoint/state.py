@@ -7,6 +7,7 @@ dict is portable between world sizes and wrappers; the sharded one is what DCP s
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -28,29 +29,180 @@ def to_host(tree: Any) -> Any:
     return tree
 
 
+def _dtensor_type():
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return None
+    return DTensor
+
+
 class HostBuffers:
-    """Reusable host memory for the checkpoint copy. With at most one checkpoint in flight, the
-    previous copy is free again when the next save starts: copying into already-allocated (and,
-    with a GPU, pinned) buffers avoids page faults and allocation, the bulk of the stall."""
+    """Reusable host memory for the checkpoint copy, the only part of a save that stalls training.
+
+    With at most one checkpoint in flight, the previous copy is free again when the next save
+    starts: copying into already-allocated (and, with a GPU, pinned) buffers avoids allocation and
+    page faults, the bulk of a naive stall. `reserve` allocates them ahead of the first save (in a
+    background thread, pages touched), so the first save stalls no longer than the others.
+
+    A DTensor (FSDP) is copied shard by shard: only the local shard goes to host memory, wrapped
+    back into a DTensor with the same sharding spec, so DCP writes it as it is and the full layout
+    gathers it off the training thread. A tensor shared under several names (tied weights) is
+    copied once and stays shared in the copy.
+    """
 
     def __init__(self, pin: bool = False):
         self.pin = pin
         self._buffers: dict[str, torch.Tensor] = {}
+        self._reserving: threading.Thread | None = None
 
-    def copy(self, tree: Any, path: str = "") -> Any:
-        if isinstance(tree, torch.Tensor):
-            src = tree.detach()
-            buf = self._buffers.get(path)
-            if buf is None or buf.shape != src.shape or buf.dtype != src.dtype or src.is_sparse:
-                buf = torch.empty(src.shape, dtype=src.dtype, device="cpu", pin_memory=self.pin and not src.is_sparse)
-                self._buffers[path] = buf
-            buf.copy_(src, non_blocking=self.pin)
-            return buf
-        if isinstance(tree, dict):
-            return {k: self.copy(v, f"{path}/{k}") for k, v in tree.items()}
-        if isinstance(tree, (list, tuple)):
-            return type(tree)(self.copy(v, f"{path}/{i}") for i, v in enumerate(tree))
+    def _buffer(self, path: str, like: torch.Tensor) -> torch.Tensor:
+        buf = self._buffers.get(path)
+        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype or like.is_sparse:
+            buf = torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=self.pin and not like.is_sparse)
+            self._buffers[path] = buf
+        return buf
+
+    def reserve(self, tree: Any) -> None:
+        """Allocate (and touch) buffers shaped like `tree` in a background thread."""
+        shapes = [(path, _meta(t)) for path, t in _leaves(tree)]
+
+        def allocate() -> None:
+            for path, like in shapes:
+                self._buffer(path, like).zero_()  # zero_ faults the pages in now, not during the copy
+
+        self._reserving = threading.Thread(target=allocate, name="foundry-host-buffers", daemon=True)
+        self._reserving.start()
+
+    @property
+    def reserved(self) -> bool:
+        return self._reserving is not None or bool(self._buffers)
+
+    def copy(self, tree: Any) -> Any:
+        """Copy every tensor of `tree` into the host buffers; returns the copy (same structure)."""
+        if self._reserving is not None:
+            self._reserving.join()
+            self._reserving = None
+        seen: dict[tuple, Any] = {}
+        dtensor = _dtensor_type()
+        on_device = False
+
+        def visit(node: Any, path: str) -> Any:
+            nonlocal on_device
+            if isinstance(node, torch.Tensor):
+                key = _alias_key(node)
+                if key in seen:
+                    return seen[key]
+                local = _local(node)
+                src = local.detach()
+                on_device |= src.device.type != "cpu"
+                buf = self._buffer(path, src)
+                buf.copy_(src, non_blocking=self.pin)
+                out = dtensor(buf, node._spec, requires_grad=False) if local is not node else buf
+                seen[key] = out
+                return out
+            if isinstance(node, dict):
+                return {k: visit(v, f"{path}/{k}") for k, v in node.items()}
+            if isinstance(node, (list, tuple)):
+                return type(node)(visit(v, f"{path}/{i}") for i, v in enumerate(node))
+            return node
+
+        out = visit(tree, "")
+        if on_device and torch.cuda.is_available():
+            torch.cuda.synchronize()  # the non-blocking copies must land before training moves on
+        return out
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    dtensor = _dtensor_type()
+    return t._local_tensor if dtensor is not None and isinstance(t, dtensor) else t
+
+
+def _alias_key(t: torch.Tensor) -> tuple:
+    """Same key for two tensors that are views of the same memory with the same layout: a state
+    dict names a tied weight twice, as two tensor objects over one storage."""
+    local = _local(t)
+    if local.is_sparse:
+        return ("sparse", id(t))
+    return (local.device, local.untyped_storage().data_ptr(), local.storage_offset(), tuple(local.shape),
+            tuple(local.stride()), local.dtype)
+
+
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    local = _local(t)
+    return torch.empty(local.shape, dtype=local.dtype, device="meta")
+
+
+def _leaves(tree: Any, path: str = ""):
+    """(path, tensor) for every tensor, each shared tensor once: the paths HostBuffers.copy uses."""
+    seen: set[tuple] = set()
+
+    def walk(node, path):
+        if isinstance(node, torch.Tensor):
+            if _alias_key(node) not in seen:
+                seen.add(_alias_key(node))
+                yield path, node
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                yield from walk(v, f"{path}/{k}")
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                yield from walk(v, f"{path}/{i}")
+
+    yield from walk(tree, path)
+
+
+def holds_dtensors(tree: Any) -> bool:
+    dtensor = _dtensor_type()
+    return dtensor is not None and any(isinstance(t, dtensor) for _, t in _leaves(tree))
+
+
+def live_model_optim_state(model, optimizers: list) -> dict[str, Any]:
+    """Model + optimizer state by fully-qualified name, as views of the live tensors (no copy, no
+    communication): local shards under FSDP, whole tensors otherwise. What HostBuffers copies."""
+    model_sd, optim_sd = get_state_dict(model, optimizers, options=StateDictOptions(full_state_dict=False))
+    return {"model": model_sd, "optim": optim_sd}
+
+
+def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
+    """The host copy with every DTensor gathered into a whole tensor (collective over `group`, a
+    gloo group, so it runs off the training thread on CPU memory). With `keep` False the gathered
+    tensors are dropped as soon as each collective is done (ranks that do not write the file)."""
+    dtensor = _dtensor_type()
+    if dtensor is None or not holds_dtensors(tree):
         return tree
+    mesh = None
+    seen: dict[int, Any] = {}
+
+    def whole(t):
+        nonlocal mesh
+        if t.device_mesh.ndim != 1:
+            from foundry.plugins.errors import CheckpointError
+
+            raise CheckpointError("the full checkpoint layout supports 1-D device meshes only",
+                                  hint="use checkpoint_layout='sharded'")
+        if t.device_mesh.size() == 1:
+            return t._local_tensor
+        if mesh is None:
+            from torch.distributed.device_mesh import DeviceMesh
+
+            mesh = DeviceMesh.from_group(group, "cpu")
+        return dtensor.from_local(t._local_tensor, mesh, t.placements, run_check=False,
+                                  shape=t.shape, stride=t.stride()).full_tensor()
+
+    def visit(node):
+        if isinstance(node, torch.Tensor):
+            if id(node) not in seen:
+                full = whole(node) if isinstance(node, dtensor) else node
+                seen[id(node)] = full if keep else None
+            return seen[id(node)]
+        if isinstance(node, dict):
+            return {k: visit(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return type(node)(visit(v) for v in node)
+        return node
+
+    return visit(tree)
 
 
 def _options(full: bool) -> StateDictOptions:

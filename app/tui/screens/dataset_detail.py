@@ -11,6 +11,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from foundry.app.control.datasets import inspect_dataset, read_samples
+from foundry.app.control.secret_env import secret_environment
 
 from .. import format as fmt
 from ..widgets.datasets import SampleView, short
@@ -24,9 +25,9 @@ class DatasetScreen(FoundryScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("right_square_bracket", "page(1)", "Next", key_display="]"),
                 Binding("left_square_bracket", "page(-1)", "Prev", key_display="["), Binding("v", "verify", "Verify")]
 
-    def __init__(self, name: str, url: str):
+    def __init__(self, name: str, url: str, secret: str | None = None):
         super().__init__()
-        self.dataset_name, self.url = name, url
+        self.dataset_name, self.url, self.secret = name, url, secret
         self.start, self.total = 0, 0
         self.samples: list[dict] = []
 
@@ -45,7 +46,8 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="inspect dataset", group="summary")
     def load_summary(self) -> None:
-        summary = inspect_dataset(self.url)
+        with self.credentials():
+            summary = inspect_dataset(self.url)
         self.app.call_from_thread(self._show_summary, summary)
         self.app.call_from_thread(self.load_page, 0)
 
@@ -68,7 +70,8 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="read samples", group="samples")
     def load_page(self, start: int) -> None:
-        samples = read_samples(self.url, start, PAGE)
+        with self.credentials():
+            samples = read_samples(self.url, start, PAGE)
         self.app.call_from_thread(self._show_page, start, samples)
 
     def _show_page(self, start: int, samples: list[dict]) -> None:
@@ -94,4 +97,8 @@ class DatasetScreen(FoundryScreen):
     def action_verify(self) -> None:
         from .dataset_forms import VerifyDialog
 
-        self.app.push_screen(VerifyDialog(self.url))
+        self.app.push_screen(VerifyDialog(self.url, self.secret))
+
+    def credentials(self):
+        """The dataset's stored secret (`foundry dataset add --secret`) for this read, if it has one."""
+        return secret_environment(self.app.plane.secrets, [self.secret] if self.secret else [])

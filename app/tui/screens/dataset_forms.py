@@ -118,9 +118,9 @@ class ConvertForm(FoundryModal[bool]):
 class VerifyDialog(FoundryModal[None]):
     BINDINGS = [Binding("escape", "close", "Close")]
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, secret: str | None = None):
         super().__init__(classes="dialog-screen")
-        self.url = url
+        self.url, self.secret = url, secret
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
@@ -141,7 +141,10 @@ class VerifyDialog(FoundryModal[None]):
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=total, progress=done)
 
-        problems = verify_dataset(self.url, progress)
+        from foundry.app.control.secret_env import secret_environment
+
+        with secret_environment(self.app.plane.secrets, [self.secret] if self.secret else []):
+            problems = verify_dataset(self.url, progress)
         text = "ok: every hash matches" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems[:5])
         self.app.call_from_thread(self.query_one("#verify-result", Label).update, text)
 

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header
 
 from foundry.app.control.datasets import DatasetRegistry, inspect_dataset
+from foundry.app.control.secret_env import secret_environment
 from foundry.plugins.errors import FoundryError
 
 from .. import format as fmt
@@ -61,7 +62,8 @@ class DatasetsScreen(TableScreen):
         rows = []
         for e in entries:
             try:
-                rows.append(dataset_row(e, inspect_dataset(e.url)))
+                with secret_environment(self.app.plane.secrets, [e.secret] if e.secret else []):
+                    rows.append(dataset_row(e, inspect_dataset(e.url)))
             except FoundryError as exc:
                 rows.append(dataset_row(e, error="error: " + exc.message))
         self.show_rows(rows)
@@ -80,7 +82,7 @@ class DatasetsScreen(TableScreen):
         if (entry := self.selected()) is not None:
             from .dataset_detail import DatasetScreen
 
-            self.app.push_screen(DatasetScreen(entry.name, entry.url))
+            self.app.push_screen(DatasetScreen(entry.name, entry.url, entry.secret))
 
     def action_add(self) -> None:
         if not self.mutating_allowed():
@@ -100,7 +102,7 @@ class DatasetsScreen(TableScreen):
         if (entry := self.selected()) is not None:
             from .dataset_forms import VerifyDialog
 
-            self.app.push_screen(VerifyDialog(entry.url))
+            self.app.push_screen(VerifyDialog(entry.url, entry.secret))
 
     def action_remove(self) -> None:
         if not self.mutating_allowed() or (entry := self.selected()) is None:

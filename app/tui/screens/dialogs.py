@@ -93,24 +93,34 @@ class HelpDialog(FoundryModal[None]):
         self.target = screen
 
     def compose(self) -> ComposeResult:
+        self.rows = self.help_rows()
         table = Table(show_header=True, box=None, expand=True)
         table.add_column("key", style="bold cyan", no_wrap=True)
         table.add_column("action")
-        seen = set()
-        for node, binding in own_bindings(self.target) + own_bindings(self.app):
-            if not binding.description or binding.description in seen:
-                continue
-            seen.add(binding.description)
-            allowed = node.check_action(binding.action.split("(")[0], ())
-            desc = binding.description + ("" if allowed else " (disabled: read-only)")
-            table.add_row(self.app.get_key_display(binding), desc)
-        table.add_row(":", "jump to a view (runs, clusters, datasets, secrets)")
-        table.add_row("ctrl+p", "command palette: every action")
+        for key, action in self.rows:
+            table.add_row(key, action)
         with Vertical(classes="dialog help"):
             yield Label(f"Help: {getattr(self.target, 'TITLE', None) or type(self.target).__name__}",
                         classes="dialog-title")
             with VerticalScroll():
                 yield Static(table, id="help-table")
+
+    def help_rows(self) -> list[tuple[str, str]]:
+        """(key, action) rows: the screen's own bindings, the app's, then navigation."""
+        rows, seen = [], set()
+        for node, binding in own_bindings(self.target) + own_bindings(self.app):
+            if not binding.description or binding.description in seen:
+                continue
+            seen.add(binding.description)
+            allowed = node.check_action(binding.action.split("(")[0], ())
+            rows.append((self.app.get_key_display(binding),
+                         binding.description + ("" if allowed else " (disabled: read-only)")))
+        rows.append((":", "jump to a view (runs, clusters, datasets, secrets)"))
+        rows.append(("↑/↓ j/k", "move in a list"))
+        if self.target.query("TabbedContent"):
+            rows.append(("←/→", "switch tab (when the tab bar has focus; tab moves focus)"))
+        rows.append(("ctrl+p", "command palette: every action"))
+        return rows
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -42,8 +42,9 @@ class PlacementForm(FoundryModal[tuple | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog form"):
             yield Label(f"{self.verb} run {self.run_name}", classes="dialog-title")
-            yield Label("cluster")
-            yield Select([], id="cluster", prompt="(loading clusters)", allow_blank=True)
+            yield Label("cluster", id="cluster-label")
+            # a disabled placeholder while loading, replaced by a Select with no blank choice
+            yield Select([], id="cluster", prompt="(loading clusters)", disabled=True)
             with Horizontal(classes="form-row"):
                 yield Label("devices (gpus, total)")
                 yield Label("nodes")
@@ -65,11 +66,13 @@ class PlacementForm(FoundryModal[tuple | None]):
         run = plane.get_run(self.run_name, reconcile=False)
         self.app.call_from_thread(self._fill, clusters, run)
 
-    def _fill(self, clusters: list[str], run) -> None:
-        select = self.query_one("#cluster", Select)
-        select.set_options([(c, c) for c in clusters])
-        if run.cluster in clusters:
-            select.value = run.cluster
+    async def _fill(self, clusters: list[str], run) -> None:
+        value = run.cluster if run.cluster in clusters else clusters[0]
+        await self.query_one("#cluster", Select).remove()
+        label = self.query_one("#cluster-label", Label)
+        select = Select([(c, c) for c in clusters], id="cluster", value=value, allow_blank=False)
+        await label.parent.mount(select, after=label)
+        select.focus()  # where the form starts, as before it loaded
         self.query_one("#gpus", Input).value = str(run.devices)
         self.query_one("#nodes", Input).value = str(run.nodes)
 

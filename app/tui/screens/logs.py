@@ -14,6 +14,7 @@ from textual.worker import get_current_worker
 
 from foundry.app.control.models import ACTIVE_STATUSES
 
+from ..log_folding import fold_paused_exit
 from .base import FoundryScreen
 
 LATEST, ALL = -1, -1
@@ -108,7 +109,7 @@ class LogsScreen(FoundryScreen):
                                               [f"--- resumption {idx} on {run.resumptions[idx].cluster} ---"])
                 current, shown = idx, 0
             if idx is not None:
-                lines = list(plane.logs(self.run_name, resumption=idx, rank=rank, follow=False))
+                lines = fold_paused_exit(list(plane.logs(self.run_name, resumption=idx, rank=rank, follow=False)))
                 if len(lines) > shown and not worker.is_cancelled:
                     self.app.call_from_thread(self._write, generation, lines[shown:])
                     shown = len(lines)

@@ -13,10 +13,12 @@ from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedConten
 from textual.worker import get_current_worker
 
 from foundry.app.control import run_views
+from foundry.app.control.secret_env import secret_environment
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
 from .base import FoundryScreen
+from ..log_folding import fold_paused_exit
 from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
 
 LOG_TAIL = 200
@@ -94,7 +96,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
             config = run_views.resolved_config(plane, self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
             try:
-                checkpoints = run_views.run_checkpoints(plane, run)
+                with secret_environment(plane.secrets, run.spec.get("secrets") or []):  # the run's own
+                    checkpoints = run_views.run_checkpoints(plane, run)
             except Exception as exc:  # the store may be unreachable: say so, keep the rest
                 self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
         if get_current_worker().is_cancelled:
@@ -106,7 +109,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
         summary = Text.assemble(
             (run.name, "bold"), "  ", status_text(run.status), f"  on {run.cluster} ({run.devices} dev, "
             f"{run.nodes} node)  step {fmt.step_of(progress.step, progress.max_steps)}  loss "
-            f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  ETA "
+            f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  "
+            + (f"MFU {progress.mfu:.1%}  " if progress.mfu is not None else "") + "ETA "
             f"{fmt.duration(progress.eta_s)}  retries {run.retries_used}/{run.max_retries}  age "
             f"{fmt.age(run.created_at, now)}")
         self.query_one("#run-summary", Static).update(summary)
@@ -127,7 +131,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         if logs is not None:
             log = self.query_one("#detail-log", Log)
             log.clear()
-            log.write_lines(logs)
+            log.write_lines(fold_paused_exit(logs))
 
     def _show_url(self, row: int) -> None:
         table = self.query_one("#checkpoints", DataTable)

@@ -13,6 +13,10 @@ Row = tuple[str, Sequence[Any]]
 
 
 class LiveTable(DataTable):
+    """Rows refreshed in place; j/k move like ↓/↑ (k9s, vim)."""
+
+    BINDINGS = [Binding("j", "cursor_down", "Down", show=False), Binding("k", "cursor_up", "Up", show=False)]
+
     def __init__(self, columns: Sequence[tuple[str, str]], **kwargs: Any):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._columns = list(columns)
@@ -53,7 +57,7 @@ class LiveTable(DataTable):
             for key, cells in rows:
                 for (col, _), value in zip(self._columns, cells):
                     if self.get_cell(key, col) != value:
-                        self.update_cell(key, col, value)
+                        self.update_cell(key, col, value, update_width=True)  # "completed" is wider than "running"
             return
         current, index = self.current_key, self.cursor_row
         self.clear()

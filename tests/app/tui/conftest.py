@@ -169,15 +169,39 @@ def _fake_plane_class():
 
 
 @pytest.fixture
-def snapshot_app(monkeypatch):
-    """make(**kwargs) -> FoundryApp over fixed runs, clusters, secrets and two small datasets, at a fixed clock."""
+def snapshot_app(tmp_path_factory):
+    """make(**kwargs) -> FoundryApp over fixed runs, clusters, secrets and two small datasets, at a fixed clock.
+
+    The data lives at a fixed path because the screens show it; a lock (beside pytest's own temp
+    folders) keeps concurrent sessions out of each other's way, and the folder is removed afterwards.
+    The clock's timezone is UTC for the test only."""
+    import os
     import shutil
     import time
 
+    from filelock import FileLock
+
+    lock = FileLock(str(tmp_path_factory.getbasetemp().parent / "foundry-tui-snapshots.lock"))
+    old_tz = os.environ.get("TZ")
+    with lock:
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+        try:
+            yield from _snapshot_app()
+        finally:
+            if old_tz is None:
+                os.environ.pop("TZ", None)
+            else:
+                os.environ["TZ"] = old_tz
+            time.tzset()
+            shutil.rmtree(SNAP_HOME, ignore_errors=True)
+
+
+def _snapshot_app():
+    import shutil
+
     from foundry.app.control.datasets import DatasetRegistry, convert_to_mds
 
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
     shutil.rmtree(SNAP_HOME, ignore_errors=True)
     home = __import__("pathlib").Path(SNAP_HOME)
     (home / "src").mkdir(parents=True)
@@ -213,4 +237,3 @@ def snapshot_app(monkeypatch):
         return make_app(plane, clock=lambda: NOW, **kwargs)
 
     yield make
-    time.tzset()

@@ -78,6 +78,24 @@ def test_entry_point_options():
     assert not parse_args([]).readonly
 
 
+def test_live_table_widens_columns_on_update_and_moves_with_j_k():
+    async def body():
+        app = _TableApp()
+        async with app.run_test() as pilot:
+            table = app.query_one(LiveTable)
+            table.set_rows([("a", ["a", "1"]), ("b", ["b", "2"])])
+            await pilot.pause()
+            narrow = table.columns["n"].content_width
+            table.set_rows([("a", ["a", "1322/3000 completed"]), ("b", ["b", "2"])])  # in place: update_cell
+            await pilot.pause()
+            assert table.columns["n"].content_width >= len("1322/3000 completed") > narrow
+            table.focus()
+            await pilot.press("j")
+            assert table.current_key == "b"
+            await pilot.press("k")
+            assert table.current_key == "a"
+
+
 def test_resumption_timeline_names_the_checkpoint_each_resumption_resumed_from():
     from foundry.app.control.models import Resumption
     from foundry.app.tui.widgets.runs import ResumptionTimeline
