@@ -6,11 +6,16 @@ Two checks CI turns on (.ci/run):
   Slurm or SDK then shows as a failure, never as a quiet "s".
 - FOUNDRY_CHECK_TMP=1: the session fails when it leaves new entries in the temp folder (tests use
   tmp_path; subprocesses get their own TMPDIR).
+
+Every test runs with its own TMPDIR (short, so unix-socket paths below it stay valid), inherited
+by what it starts: torchrun's torchelastic_* folders, a SIGKILLed process's temporary folders and
+the servers' logs land there, and the whole tree goes when the session ends.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -48,6 +53,25 @@ def _loopback_only():
     socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
     yield
     socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex
+
+
+@pytest.fixture(scope="session")
+def _short_tmp_root(tmp_path_factory):
+    tmp_path_factory.getbasetemp()  # pytest's own base stays in the real temp folder
+    root = tempfile.mkdtemp(prefix="ft-")
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _own_tmpdir(_short_tmp_root, monkeypatch):
+    """A TMPDIR per test, for this process (tempfile) and everything it starts."""
+    own = tempfile.mkdtemp(prefix="t", dir=_short_tmp_root)
+    monkeypatch.setenv("TMPDIR", own)
+    monkeypatch.setattr(tempfile, "tempdir", own)
+    yield own
 
 
 @pytest.fixture(autouse=True)
