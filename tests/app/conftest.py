@@ -29,55 +29,7 @@ PAUSABLE = textwrap.dedent("""
 
 
 @pytest.fixture
-def cp():
-    from foundry.app.control import ControlPlane
-
-    plane = ControlPlane()
-    yield plane
-    for run in plane.registry.list_runs():
-        if run.latest and run.latest.state in ("pending", "running", "stopping"):
-            try:
-                plane.delete_run(run.name)
-            except Exception:
-                pass
-
-
-@pytest.fixture
 def pausable(tmp_path):
     path = tmp_path / "pausable.py"
     path.write_text(PAUSABLE)
     return [sys.executable, str(path)]
-
-
-def wait_for(predicate, timeout: float = 60.0, poll: float = 0.1):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError("condition not reached in time")
-
-
-@pytest.fixture
-def cli(capsys):
-    """Run `foundry ARGS...` in-process; returns (exit_code, stdout, stderr)."""
-    from foundry.app.cli.main import main
-    from foundry.app.cli.output import sink
-
-    def invoke(*args: str):
-        sink.json_mode = False
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code or 0
-        finally:
-            sink.json_mode = False
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke

@@ -13,7 +13,7 @@ from foundry.backends.compute.local import LocalProvider
 from foundry.backends.compute.local_job import classify
 from foundry.plugins.compute import ComputeProvider, JobRequest, JobState, SecretMount
 
-from .conftest import wait_for
+from support.control import wait_for
 
 GLOO = textwrap.dedent("""
     import os, torch, torch.distributed as dist

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import wait_for
+from support.control import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from .conftest import wait_for
+from support.control import wait_for
 
 FACTORIES = textwrap.dedent("""
     import time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .conftest import wait_for
+from support.control import wait_for
 
 
 def spec_file(tmp_path, **spec):

@@ -11,7 +11,7 @@ import pytest
 from foundry.app import sdk
 from foundry.plugins.errors import ConfigError
 
-from .conftest import wait_for
+from support.control import wait_for
 
 
 def test_run_config_edit_and_validate(tmp_path):

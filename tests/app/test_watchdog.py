@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from .conftest import wait_for
+from support.control import wait_for
 
 
 def kill_rank(cp, name, idx, rank=0):

@@ -18,40 +18,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.chaos)
 
 
-@pytest.fixture
-def cp():
-    from foundry.app.control import ControlPlane
-
-    plane = ControlPlane()
-    yield plane
-    for run in plane.registry.list_runs():
-        if run.latest and run.latest.state in ("pending", "running", "stopping"):
-            try:
-                plane.delete_run(run.name)
-            except Exception:
-                pass
-
-
-@pytest.fixture
-def cli(capsys):
-    """`foundry ARGS...` in-process: (exit code, stdout, stderr)."""
-    from foundry.app.cli.main import main
-    from foundry.app.cli.output import sink
-
-    def invoke(*args: str, stdin: str | None = None):
-        sink.json_mode = False
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code or 0
-        finally:
-            sink.json_mode = False
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 CLI = "import sys; from foundry.app.cli.main import main; sys.argv[0] = 'foundry'; main()"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.control import wait_for as _wait_for
+
 from foundry.plugins.errors import ConfigError
 
 HERE = Path(__file__).parent
@@ -52,13 +54,7 @@ def live_jobs(marks: Path) -> list[int]:
 
 
 def wait_for(predicate, timeout: float = 60.0, poll: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"{what}: not reached in {timeout:.0f}s")
+    return _wait_for(predicate, timeout, poll, what)
 
 
 def killed_run(tmp_path: Path, point: str, cluster: str, name: str) -> tuple[Path, subprocess.CompletedProcess]:

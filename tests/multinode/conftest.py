@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.multinode import (  # noqa: F401  (fixtures)
-    S3_ENDPOINT, SKIPPED, foundry, mn2, mn3, mn_clusters, run_yaml, steps, wait_status)
+from support.multinode import S3_ENDPOINT, SKIPPED, foundry, run_yaml, steps, wait_status  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET_SAMPLES = 144   # 12 steps x global batch 12: the tests train exactly one epoch

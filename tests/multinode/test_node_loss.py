@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.multinode import check_same_as_reference, describe, foundry, run_yaml, steps, wait_status
+from support.multinode import check_same_as_reference, foundry, run_yaml, steps, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
 SAVE_EVERY = 2

@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.control import wait_for as _wait_for
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "infra" / "multinode"
 S3_HOST, S3_PORT = "10.213.0.254", 24333
 S3_ENDPOINT = f"http://{S3_HOST}:{S3_PORT}"
@@ -196,14 +198,8 @@ def wait_status(name: str, until, timeout: float = 300, poll: float = 1.0) -> di
     raise AssertionError(f"run {name} never reached the expected state: {json.dumps(last, indent=1)[:3000]}")
 
 
-def wait_for(predicate, timeout: float = 120, poll: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError("timed out waiting")
+def wait_for(predicate, timeout: float = 120, poll: float = 0.3, what: str = "condition"):
+    return _wait_for(predicate, timeout, poll, what)
 
 
 def steps_of_resumption(run_dir: Path, resumption: int) -> set[int]:
