@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from .cache import Prefetcher
-from .plan import locate, rank_batches, worker_samples
+from .plan import locate
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -32,10 +32,7 @@ class _NoPrefetch:
 
 def worker_plan(ds: "StreamingDataset", topo: Topology, epoch: int, start: int) -> tuple[np.ndarray, np.ndarray]:
     """(global shard, index within shard) of every sample this rank's worker yields."""
-    g = ds._global_batch(topo)
-    order = ds._epoch_order(epoch, g)
-    batches = rank_batches(order, g, topo.world_size, topo.rank, start)
-    ids = worker_samples(batches, topo.worker_id, topo.num_workers)
+    ids = ds._worker_sample_ids(topo, epoch, start)
     return locate(ids, ds._layout.shard_offsets)
 
 

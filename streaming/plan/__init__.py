@@ -12,12 +12,12 @@ from .epoch import (
     rank_ids,
     worker_ids,
 )
-from .partition import PARTITION_ALGOS, WorldShape, partition
+from .partition import PARTITION_ALGOS, WorldShape, interleave_ranks, partition
 from .sampling import SAMPLING_METHODS, resample, shard_choose, stream_choose
 from .shuffle import SHUFFLE_ALGOS, check_algo, default_block_size, shuffle_positions
 
 __all__ = [
     "Layout", "OrderConfig", "PARTITION_ALGOS", "SAMPLING_METHODS", "SHUFFLE_ALGOS", "WorldShape", "check_algo",
-    "default_block_size", "epoch_length", "epoch_positions", "epoch_work", "locate", "make_layout", "partition",
+    "default_block_size", "epoch_length", "epoch_positions", "epoch_work", "interleave_ranks", "locate", "make_layout", "partition",
     "rank_ids", "resample", "shard_choose", "shuffle_positions", "stream_choose", "worker_ids",
 ]

@@ -58,6 +58,9 @@ def canonical_rows(num_samples: int, c: int, p: int) -> np.ndarray:
         rows = starts + np.arange(width, dtype=np.int64)[None, :]
         rows[:, per_row - 1:per_row] -= (stops - starts < per_row)
         if pad:  # a node's share must split evenly over the physical nodes of its canonical node
+            if width - 2 * pad - ratio + 1 < 0:  # mosaic fails here too (no samples to repeat)
+                raise ConfigError(f"{n} samples are too few for {p} physical nodes on {c} canonical nodes",
+                                  hint="set num_canonical_nodes to the number of nodes, or use fewer nodes")
             rows[:, -pad:] = rows[:, -2 * pad - ratio + 1:-pad - ratio + 1]
         return rows
     # fewer samples than canonical nodes: repeat the whole epoch to fill the rows
@@ -132,3 +135,10 @@ def epoch_total(num_samples: int, c: int, world: WorldShape, initial_physical_no
     width = per_row + ((ratio - per_row % ratio) % ratio if ratio else 0)
     per_node = c * width // p
     return p * r * -(-per_node // r)
+
+
+def interleave_ranks(per_rank: list[np.ndarray], num_nodes: int, ranks_per_node: int) -> np.ndarray:
+    """The global sequence from every rank's samples (global rank order: node-major, equal
+    lengths): rank (node p, local rank r) reads global positions j*P*R + r*P + p."""
+    streams = np.stack([np.asarray(x).reshape(-1) for x in per_rank])
+    return streams.reshape(num_nodes, ranks_per_node, -1).transpose(2, 1, 0).reshape(-1)
