@@ -1,9 +1,9 @@
-"""One script, two libraries: `python order_ranks.py LIB WORLD DATA OUT JOBS_JSON` runs the same
+"""One script, two libraries: `python order_ranks.py LIB WORLD OUT JOBS_JSON` runs the same
 jobs with mosaicml-streaming (LIB=mosaic, in the peer venv) or Foundry (LIB=foundry) on WORLD ranks,
 each a separate process on one node (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, torch.distributed over
 gloo, as torchrun would start them). Rank r writes OUT.r.json: one answer per job.
 
-Jobs (dataset keyword arguments in "kw", per-device "batch"):
+Jobs (the dataset folder in "data", keyword arguments in "kw", per-device "batch"):
 - "epochs": two epochs through one DataLoader with "workers" workers: the ids of each, in order.
 - "stop": "stop" batches through a StreamingDataLoader, then its state_dict(): (ids, state).
 - "resume": a fresh StreamingDataLoader that loads "state" and reads the rest of the epoch.
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-lib, world, data, out, jobs_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+lib, world, out, jobs_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 if world > 1 and "RANK" not in os.environ:
     with socket.socket() as s:
@@ -46,9 +46,9 @@ jobs = json.loads(open(jobs_path).read())
 counter = [0]
 
 
-def dataset(kw, batch):
+def dataset(data, kw, batch):
     counter[0] += 1  # mosaic refuses two live datasets on one local folder
-    local = os.path.join(os.path.dirname(out), f"cache-{lib}-{rank}-{counter[0]}")
+    local = f"{out}-cache-{rank}-{counter[0]}"  # one folder per dataset: mosaic trusts an existing index
     for attempt in range(20):
         try:
             return StreamingDataset(remote=data, local=local, batch_size=batch, **kw)
@@ -65,10 +65,10 @@ answers = []
 for job in jobs:
     kind, kw, batch = job["kind"], job.get("kw", {}), job.get("batch", 1)
     if kind == "epochs":
-        loader = DataLoader(dataset(kw, batch), batch_size=batch, num_workers=job["workers"])
+        loader = DataLoader(dataset(job["data"], kw, batch), batch_size=batch, num_workers=job["workers"])
         answers.append([ids_of(loader), ids_of(loader)])
     elif kind == "stop":
-        loader = StreamingDataLoader(dataset(kw, batch), batch_size=batch, num_workers=job["workers"])
+        loader = StreamingDataLoader(dataset(job["data"], kw, batch), batch_size=batch, num_workers=job["workers"])
         head = []
         for i, b in enumerate(loader):
             head.append(b)
@@ -76,11 +76,11 @@ for job in jobs:
                 break
         answers.append({"ids": ids_of(head), "state": loader.state_dict()})
     elif kind == "resume":
-        loader = StreamingDataLoader(dataset(kw, batch), batch_size=batch, num_workers=job["workers"])
+        loader = StreamingDataLoader(dataset(job["data"], kw, batch), batch_size=batch, num_workers=job["workers"])
         loader.load_state_dict(job["state"])
         answers.append(ids_of(loader))
     elif kind == "plain":
-        ds = dataset(kw, batch)
+        ds = dataset(job["data"], kw, batch)
         if job.get("state"):
             ds.load_state_dict(job["state"])
         limit, seen = job.get("limit"), []

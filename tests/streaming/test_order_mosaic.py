@@ -47,11 +47,11 @@ def _write(out: Path, n: int, size_limit: int) -> str:
     return str(out)
 
 
-def _run(python: str | Path, lib: str, world: int, data: str, tmp: Path, jobs: list, tag: str) -> list[list]:
+def _run(python: str | Path, lib: str, world: int, tmp: Path, jobs: list, tag: str) -> list[list]:
     """Answers per rank."""
     (tmp / f"{tag}.jobs.json").write_text(json.dumps(jobs))
     out = tmp / tag
-    cmd = [str(python), *(["-I"] if lib == "mosaic" else []), str(RANKS_SCRIPT), lib, str(world), data, str(out),
+    cmd = [str(python), *(["-I"] if lib == "mosaic" else []), str(RANKS_SCRIPT), lib, str(world), str(out),
            str(tmp / f"{tag}.jobs.json")]
     env = {k: v for k, v in os.environ.items() if not (lib == "mosaic" and k.startswith("PYTHON"))}
     env["TMPDIR"] = str(tmp)  # mosaic's file locks stay in this test's folder
@@ -62,10 +62,17 @@ def _run(python: str | Path, lib: str, world: int, data: str, tmp: Path, jobs: l
     return [json.loads(Path(f"{out}.{r}.json").read_text()) for r in range(world)]
 
 
-def _both(mosaic_peer, world, data, tmp, jobs, tag):
-    mosaic = _run(mosaic_peer.python, "mosaic", world, data, tmp, jobs, f"{tag}-m{world}")
-    foundry = _run(sys.executable, "foundry", world, data, tmp, jobs, f"{tag}-f{world}")
-    return mosaic, foundry
+def _both(python, world, tmp, jobs, tag):
+    """(mosaic's answers, Foundry's answers), per rank."""
+    return (_run(python, "mosaic", world, tmp, jobs, f"{tag}-mosaic"),
+            _run(sys.executable, "foundry", world, tmp, jobs, f"{tag}-foundry"))
+
+
+def _peer_json(mosaic_peer, cases) -> str:
+    proc = subprocess.run([str(mosaic_peer.python), "-I", str(HERE / "mosaic_orders.py")], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
 
 
 def test_planning_functions_match_mosaic_case_by_case(mosaic_peer):
@@ -87,85 +94,119 @@ def test_planning_functions_match_mosaic_case_by_case(mosaic_peer):
     assert refused < len(cases) // 4
 
 
-def _peer_json(mosaic_peer, cases) -> str:
-    proc = subprocess.run([str(mosaic_peer.python), "-I", str(HERE / "mosaic_orders.py")], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc.stdout
+def _jobs(world: int, small: str, big: str) -> dict[str, list]:
+    """Round one's jobs by group; every group runs in the same processes."""
+    jobs = {"big": [{"kind": "plain", "data": big, "kw": {"shuffle": True}, "batch": 256},
+                    {"kind": "plain", "data": big, "kw": {"shuffle": True}, "batch": 256, "limit": 22_500 // world}]}
+    if world < 3:
+        jobs["epochs"] = [{"kind": "epochs", "data": small, "kw": kw, "batch": BATCH, "workers": w}
+                          for kw in CONFIGS.values() for w in (0, 2)]
+        jobs["stops"] = [{"kind": "stop", "data": small, "kw": CONFIGS[k], "batch": BATCH, "workers": w, "stop": 7}
+                         for k in ("py1e", "py1br") for w in (0, 2)]
+        jobs["stops"].append({"kind": "plain", "data": small, "kw": CONFIGS["py1e"], "batch": BATCH, "limit": 77})
+    return jobs
 
 
 @pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    return _write(tmp_path_factory.mktemp("order-data") / "ds", 600, 700)
+def datasets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("order-data")
+    return _write(root / "small", 600, 700), _write(root / "big", 30_001, 1 << 16)
+
+
+@pytest.fixture(scope="module")
+def runs(mosaic_peer, datasets, tmp_path_factory):
+    """world -> (jobs, round one answers, round two jobs, round two answers), computed once."""
+    done = {}
+
+    def get(world):
+        if world not in done:
+            tmp = tmp_path_factory.mktemp(f"order-x{world}")
+            groups = _jobs(world, *datasets)
+            flat = [j for g in groups.values() for j in g]
+            first = _both(mosaic_peer.python, world, tmp, flat, "first")
+            answers = {}
+            for side, per_rank in zip(("mosaic", "foundry"), first):
+                at = 0
+                for name, g in groups.items():
+                    answers[side, name] = [r[at:at + len(g)] for r in per_rank]
+                    at += len(g)
+            # round two: each stopped job continues from mosaic's state and from Foundry's state
+            second = []
+            for name in ("stops", "big"):
+                for i, job in enumerate(groups.get(name, [])):
+                    if job["kind"] == "epochs" or (job["kind"] == "plain" and job.get("limit") is None):
+                        continue
+                    for side in ("mosaic", "foundry"):
+                        state = answers[side, name][0][i]["state"]
+                        second.append(dict({k: v for k, v in job.items() if k not in ("stop", "limit")},
+                                           kind="plain" if job["kind"] == "plain" else "resume", state=state,
+                                           source=side, of=(name, i)))
+            m2, f2 = _both(mosaic_peer.python, world, tmp, second, "second")
+            done[world] = (groups, answers, second, {"mosaic": m2, "foundry": f2})
+        return done[world]
+
+    return get
+
+
+def _ids(answer):
+    return answer["ids"] if isinstance(answer, dict) else answer
 
 
 @pytest.mark.parametrize("world", [1, 2])
-def test_same_order_and_state_interchange(mosaic_peer, small_data, tmp_path, world):
-    epochs = [{"kind": "epochs", "kw": kw, "batch": BATCH, "workers": w} for kw in CONFIGS.values() for w in (0, 2)]
-    stops = [{"kind": "stop", "kw": CONFIGS[k], "batch": BATCH, "workers": w, "stop": 7}
-             for k in ("py1e", "py1br") for w in (0, 2)]
-    plain = [{"kind": "plain", "kw": CONFIGS["py1e"], "batch": BATCH, "limit": 77}]
-    mosaic, foundry = _both(mosaic_peer, world, small_data, tmp_path, epochs + stops + plain, "first")
-    for rank in range(world):
-        for job, m, f in zip(epochs, mosaic[rank], foundry[rank]):
+def test_same_order_every_algorithm_workers_and_epochs(runs, world):
+    groups, answers, _, _ = runs(world)
+    for i, job in enumerate(groups["epochs"]):
+        for rank in range(world):
+            m, f = answers["mosaic", "epochs"][rank][i], answers["foundry", "epochs"][rank][i]
             assert f == m, f"rank {rank}: {job}"
-            assert m[0] != m[1] or not job["kw"]["shuffle"]
-        for job, m, f in zip(stops + plain, mosaic[rank][len(epochs):], foundry[rank][len(epochs):]):
-            assert f["ids"] == m["ids"], f"rank {rank}: {job}"
-            keys = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed", "initial_physical_nodes")
-            assert {k: f["state"][k] for k in keys} == {k: m["state"][k] for k in keys}, job
-    # each side continues from the other's state exactly where the other would have gone on
-    n_ep, n_stop = len(epochs), len(stops)
-    second = []
-    for i, job in enumerate(stops + plain):
-        kind = "plain" if job["kind"] == "plain" else "resume"
-        for source in (mosaic, foundry):
-            second.append({"kind": kind, "kw": job["kw"], "batch": BATCH, "workers": job.get("workers", 0),
-                           "state": source[0][n_ep + i]["state"]})
-    mosaic2, foundry2 = _both(mosaic_peer, world, small_data, tmp_path, second, "second")
+            assert (m[0] != m[1]) == job["kw"]["shuffle"]  # epoch 1 is another order
+        for epoch in (0, 1):
+            assert {s for rank in range(world) for s in answers["foundry", "epochs"][rank][i][epoch]} == set(range(600))
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_state_interchange_both_ways(runs, world):
+    groups, answers, second, after = runs(world)
+    keys = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed", "initial_physical_nodes")
     for rank in range(world):
-        for i, job in enumerate(stops + plain):
-            m_from_m, m_from_f = mosaic2[rank][2 * i], mosaic2[rank][2 * i + 1]
-            f_from_m, f_from_f = foundry2[rank][2 * i], foundry2[rank][2 * i + 1]
-            if job["kind"] == "plain":
-                m_from_m, m_from_f, f_from_m, f_from_f = (x["ids"] for x in (m_from_m, m_from_f, f_from_m, f_from_f))
-            assert f_from_m == m_from_m, f"Foundry resumed from mosaic's state, rank {rank}: {job}"
-            assert m_from_f == m_from_m == f_from_f, f"mosaic resumed from Foundry's state, rank {rank}: {job}"
-            if job["kind"] == "stop":  # and that is the rest of the uninterrupted epoch
-                ref = foundry[rank][_epochs_index(epochs, job)][0]
-                assert foundry[rank][n_ep + i]["ids"] + f_from_m == ref
-    assert n_stop == 4
-
-
-def _epochs_index(epochs, job):
-    """The uninterrupted "epochs" job with the same settings as `job`."""
-    return next(k for k, e in enumerate(epochs) if e["kw"] == job["kw"] and e["workers"] == job["workers"])
-
-
-@pytest.fixture(scope="module")
-def big_data(tmp_path_factory):
-    return _write(tmp_path_factory.mktemp("order-big") / "ds", 30_001, 1 << 16)
+        for job, m, f in zip(groups["stops"], answers["mosaic", "stops"][rank], answers["foundry", "stops"][rank]):
+            assert f["ids"] == m["ids"], f"rank {rank}: {job}"
+            assert {k: f["state"][k] for k in keys} == {k: m["state"][k] for k in keys}, job
+    for rank in range(world):
+        by_source = {}
+        for job, m, f in zip(second, after["mosaic"][rank], after["foundry"][rank]):
+            by_source[tuple(job["of"]), job["source"]] = (_ids(m), _ids(f))
+        for (of, source), (m, f) in by_source.items():
+            reference = by_source[of, "mosaic"][0]  # mosaic resumed from its own state
+            assert f == reference, f"Foundry from {source}'s state, rank {rank}: {of}"
+            assert m == reference, f"mosaic from {source}'s state, rank {rank}: {of}"
+            if of[0] == "stops" and groups["stops"][of[1]]["kind"] == "stop":  # the rest of the straight epoch
+                job = groups["stops"][of[1]]
+                straight = next(a for j, a in zip(groups["epochs"], answers["foundry", "epochs"][rank])
+                                if j["kw"] == job["kw"] and j["workers"] == job["workers"])[0]
+                assert answers["foundry", "stops"][rank][of[1]]["ids"] + f == straight
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
-def test_exact_epochs_and_plain_loop_resume(mosaic_peer, big_data, tmp_path, world):
+def test_exact_epochs_and_plain_loop_resume(runs, world):
     """30,001 samples at batch 256: one process reads each sample once; 2 and 3 ranks repeat as few
     as mosaic (1 and 2). A plain loop stopped at 22,500 samples (mid-batch) continues with exactly
-    the samples left."""
-    kw = {"shuffle": True}
-    stop = 22_500 // world
-    jobs = [{"kind": "plain", "kw": kw, "batch": 256}, {"kind": "plain", "kw": kw, "batch": 256, "limit": stop}]
-    mosaic, foundry = _both(mosaic_peer, world, big_data, tmp_path, jobs, "first")
-    full = [f[0]["ids"] for f in foundry]
-    assert full == [m[0]["ids"] for m in mosaic]
-    assert all(f[0]["len"] == len(f[0]["ids"]) for f in foundry)  # __len__ says what is yielded
-    total = sum(len(x) for x in full)
-    assert total - 30_001 == {1: 0, 2: 1, 3: 2}[world]
+    the samples left: 7,501 in one process, 7,502 on two ranks, as mosaic."""
+    groups, answers, second, after = runs(world)
+    full = [a[0]["ids"] for a in answers["foundry", "big"]]
+    assert full == [a[0]["ids"] for a in answers["mosaic", "big"]]
+    assert all(a[0]["len"] == len(a[0]["ids"]) for a in answers["foundry", "big"])  # __len__ = what is yielded
+    assert sum(len(x) for x in full) - 30_001 == {1: 0, 2: 1, 3: 2}[world]
     assert set(np.concatenate(full).tolist()) == set(range(30_001))
-    resume = [{"kind": "plain", "kw": kw, "batch": 256, "state": foundry[0][1]["state"]}]
-    mosaic2, foundry2 = _both(mosaic_peer, world, big_data, tmp_path, resume, "second")
-    rest = [f[0]["ids"] for f in foundry2]
-    assert rest == [m[0]["ids"] for m in mosaic2]
     seq = interleave_ranks(full, 1, world)
-    assert sum(len(x) for x in rest) == len(seq) - 22_500  # 7,501 in one process, 7,502 on two ranks
-    assert np.array_equal(interleave_ranks(rest, 1, world), seq[22_500:])
+    for rank in range(world):
+        assert answers["foundry", "big"][rank][1]["ids"] == full[rank][:22_500 // world]
+    rest = [[_ids(f) for job, f in zip(second, after["foundry"][rank]) if job["of"] == ("big", 1)]
+            for rank in range(world)]
+    mosaic_rest = [[_ids(m) for job, m in zip(second, after["mosaic"][rank]) if job["of"] == ("big", 1)]
+                   for rank in range(world)]
+    assert rest == mosaic_rest
+    for source in range(2):  # from mosaic's state and from Foundry's
+        tail = [r[source] for r in rest]
+        assert sum(len(x) for x in tail) == len(seq) - 22_500
+        assert np.array_equal(interleave_ranks(tail, 1, world), seq[22_500:])
