@@ -48,7 +48,7 @@ counter = [0]
 
 def dataset(data, kw, batch):
     counter[0] += 1  # mosaic refuses two live datasets on one local folder
-    local = f"{out}-cache-{rank}-{counter[0]}"  # one folder per dataset: mosaic trusts an existing index
+    local = f"{out}-cache-{counter[0]}"  # per dataset (mosaic trusts an existing index), shared by the ranks
     for attempt in range(20):
         try:
             return StreamingDataset(remote=data, local=local, batch_size=batch, **kw)
