@@ -87,6 +87,8 @@ def epoch_work(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch: int, 
         block = cfg.block_size if cfg.block_size is not None else default_block_size(cfg.num_canonical_nodes)
         perm = shuffle_positions(cfg.algo, units, cfg.num_canonical_nodes, cfg.seed, epoch, block)
         big = np.where(big != -1, perm[big], -1)
+    if np.array_equal(sample_of, np.arange(len(sample_of))):  # every sample once, in id order
+        return big
     return np.where(big != -1, sample_of[big], -1)
 
 
@@ -120,5 +122,5 @@ def make_layout(shard_sizes_per_stream: Sequence[Sequence[int]], choose: Sequenc
     for stream_sizes in shard_sizes_per_stream:
         ranges.append((len(sizes), len(sizes) + len(stream_sizes)))
         sizes.extend(int(x) for x in stream_sizes)
-    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64, copy=False)
     return Layout(offsets, tuple(ranges), tuple(int(c) for c in choose))

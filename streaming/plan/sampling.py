@@ -27,7 +27,7 @@ SAMPLING_METHODS = ("balanced", "fixed")
 
 
 def _spread_shortfall(sizes: np.ndarray, target: int, weights: np.ndarray, seed: int) -> np.ndarray:
-    counts = (target * (weights / weights.sum())).astype(np.int64)
+    counts = (target * (weights / weights.sum())).astype(np.int64, copy=False)
     short = int(target - counts.sum())
     counts[np.random.default_rng(seed).choice(len(sizes), short, False)] += 1
     return counts
@@ -106,6 +106,8 @@ def resample(shard_sizes: np.ndarray, stream_shards: Sequence[tuple[int, int]], 
     for (first, end), c in zip(stream_shards, choose):
         per_shard[first:end] = shard_choose(sizes[first:end], int(c), granularity, seed, epoch,
                                             shuffle and method == "balanced")
+    if np.array_equal(per_shard, sizes):  # every sample once: positions are the sample ids
+        return sizes.copy(), np.arange(int(sizes.sum()), dtype=np.int64)
     full = np.where(sizes > 0, per_shard // np.maximum(sizes, 1), 0)
     part = per_shard - full * sizes
     # units: per shard, `full` units of its size then one of `part` (when non-zero)

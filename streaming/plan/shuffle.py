@@ -46,7 +46,7 @@ def shuffle_naive(units: np.ndarray, num_parts: int, seed: int, epoch: int, bloc
 def shuffle_py1s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
     lo, hi, _, _, rng = shuffled_pieces(units, num_parts, seed, epoch)
     out = [b + rng.permutation(int(e - b)) for b, e in zip(lo.tolist(), hi.tolist())]
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, dtype=np.int64)
 
 
 def shuffle_py2s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
@@ -55,7 +55,7 @@ def shuffle_py2s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block
     fixed = np.random.default_rng(seed)
     run = fixed.permutation(len(units))
     seq = np.concatenate([b + fixed.permutation(int(e - b)) for b, e in zip(begins[run].tolist(), ends[run].tolist())]
-                         or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+                         or [np.zeros(0, dtype=np.int64)]).astype(np.int64, copy=False)
     seq_ends = np.cumsum(units[run])
     lo, hi, part = divide(seq_ends - units[run], seq_ends, num_parts)
     starts, counts = part_ranges(part, num_parts)
@@ -65,7 +65,7 @@ def shuffle_py2s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block
         for i in (s + rng.permutation(n)).tolist():
             piece = seq[lo[i]:hi[i]]
             out.append(piece[rng.permutation(len(piece))])
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, dtype=np.int64)
 
 
 def shuffle_positions(algo: str, units: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,

@@ -31,7 +31,7 @@ def shuffle_py1e(units: np.ndarray, num_parts: int, seed: int, epoch: int, block
     b_lo, b_hi = _block_range(block_size)
     out, narrow = [], False
     for s, n in zip(starts.tolist(), counts.tolist()):
-        sizes = (hi[s:s + n] - lo[s:s + n]).astype(np.int64)
+        sizes = (hi[s:s + n] - lo[s:s + n]).astype(np.int64, copy=False)
         total = int(sizes.sum())
         if total == 0:
             raise ConfigError(f"a canonical node gets no samples: fewer samples than num_canonical_nodes={num_parts}",
@@ -51,7 +51,7 @@ def shuffle_py1e(units: np.ndarray, num_parts: int, seed: int, epoch: int, block
     if narrow:
         warnings.warn("shuffle_block_size is smaller than some shards: those shards are not mixed with others; "
                       "raise shuffle_block_size for a better shuffle", stacklevel=3)
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, dtype=np.int64)
 
 
 def shuffle_py1br(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
@@ -60,7 +60,7 @@ def shuffle_py1br(units: np.ndarray, num_parts: int, seed: int, epoch: int, bloc
     ids = np.repeat(lo, sizes) + ramp(sizes)
     b_lo, b_hi = _block_range(block_size)
     stagger = rng.integers(0, b_lo, (num_parts,))
-    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64, copy=False)
     for node, (s, n) in enumerate(zip(starts.tolist(), counts.tolist())):
         node_start, node_stop = int(edges[s]), int(edges[s + n])
         blocks, end, lag = [], node_start, int(stagger[node])
@@ -71,4 +71,4 @@ def shuffle_py1br(units: np.ndarray, num_parts: int, seed: int, epoch: int, bloc
             end += b - a
         for a, b in blocks:
             ids[a:b] = ids[a:b][rng.permutation(b - a)]
-    return ids.astype(np.int64)
+    return ids.astype(np.int64, copy=False)

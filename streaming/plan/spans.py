@@ -46,14 +46,14 @@ def divide(begins: np.ndarray, ends: np.ndarray, num_parts: int) -> tuple[np.nda
 
 
 def part_ranges(parts: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
-    counts = np.bincount(parts, minlength=num_parts).astype(np.int64)
+    counts = np.bincount(parts, minlength=num_parts).astype(np.int64, copy=False)
     return np.cumsum(counts) - counts, counts
 
 
 def permute_within_parts(starts: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Index of the pieces after each part's pieces are permuted, part by part."""
     return np.concatenate([s + rng.permutation(int(n)) for s, n in zip(starts.tolist(), counts.tolist())]
-                          or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+                          or [np.zeros(0, dtype=np.int64)]).astype(np.int64, copy=False)
 
 
 def shuffled_pieces(units: np.ndarray, num_parts: int, seed: int, epoch: int):
