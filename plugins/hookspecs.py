@@ -7,16 +7,21 @@ section in docs/plugins.md and a test in tests/plugins/test_hookspecs.py.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
+
+if TYPE_CHECKING:  # typing only
+    from .compute import ComputeProvider
+    from .secrets import SecretType
+    from .storage import ObjectStore
 
 hookspec = pluggy.HookspecMarker("foundry")
 hookimpl = pluggy.HookimplMarker("foundry")
 
 
 @hookspec
-def register_storage(register: Callable[[str, type], None]) -> None:
+def register_storage(register: Callable[[str, "type[ObjectStore]"], None]) -> None:
     """Contribute object stores, one per URL scheme.
 
     Called once, when the plugin manager first builds the storage registry. Call
@@ -27,7 +32,7 @@ def register_storage(register: Callable[[str, type], None]) -> None:
 
 
 @hookspec
-def register_compute(register: Callable[[str, type], None]) -> None:
+def register_compute(register: Callable[[str, "type[ComputeProvider]"], None]) -> None:
     """Contribute compute providers, one per provider name.
 
     Called once, when the provider registry is first built. Call `register(name, provider_class)`;
@@ -38,7 +43,7 @@ def register_compute(register: Callable[[str, type], None]) -> None:
 
 
 @hookspec
-def register_secret_types(register: Callable[[str, Any], None]) -> None:
+def register_secret_types(register: Callable[[str, "SecretType"], None]) -> None:
     """Contribute credential kinds (s3, gcp, oci, env, kubeconfig, ssh, ...).
 
     Called once, when the secret-type registry is first built. Call `register(kind, secret_type)`;
@@ -49,7 +54,7 @@ def register_secret_types(register: Callable[[str, Any], None]) -> None:
 
 
 @hookspec
-def register_commands(app: Any) -> None:
+def register_commands(app: Any) -> None:  # a typer.Typer (plugins/ never imports typer)
     """Add commands to the `foundry` CLI.
 
     Called once, when the CLI is assembled, with the root `typer.Typer` application. Add commands

@@ -28,7 +28,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "foundry.backends.storage.plugin",
     "foundry.backends.compute.plugin",
     "foundry.backends.secrets.plugin",
-    "foundry.backends.compute.providers_plugin",
     "foundry.backends.clouds.plugin",
 )
 
@@ -59,11 +58,9 @@ class Registry:
     def __init__(self, kind: str, hook_name: str, pm: pluggy.PluginManager):
         self.kind = kind
         self.items: dict[str, Registration] = {}
-        hook = getattr(pm.hook, hook_name)
         # Built-ins were registered first; pluggy calls later-registered plugins first, so walk
         # the implementations in registration order to keep "first registered" attribution stable.
-        for impl in reversed(hook.get_hookimpls()):
-            plugin_name = impl.plugin_name
+        for plugin_name in _implementers(pm, hook_name):
 
             def register(name: str, value: Any, _plugin: str = plugin_name) -> None:
                 key = name.lower()
@@ -75,13 +72,26 @@ class Registry:
                     )
                 self.items[key] = Registration(key, value, _plugin)
 
-            impl.function(register)
+            _call_one(pm, hook_name, plugin_name, register=register)
 
     def get(self, name: str) -> Registration | None:
         return self.items.get(name.lower())
 
     def names(self) -> list[str]:
         return sorted(self.items)
+
+
+def _implementers(pm: pluggy.PluginManager, hook_name: str) -> list[str]:
+    """Names of the plugins implementing `hook_name`, in registration order."""
+    return [impl.plugin_name for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls())]
+
+
+def _call_one(pm: pluggy.PluginManager, hook_name: str, plugin_name: str, **kwargs: Any) -> Any:
+    """Call one plugin's implementation through pluggy (argument checks, wrappers and all), so the
+    caller can attribute what it contributes and isolate its failures."""
+    plugin = pm.get_plugin(plugin_name)
+    others = [p for p in pm.get_plugins() if p is not plugin]
+    return pm.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
 
 
 def _entry_points_to_load() -> list[metadata.EntryPoint]:
@@ -218,11 +228,11 @@ def notify_run_event(run_name: str, event: str, details: dict | None = None) -> 
     """Call every plugin's `on_run_event`; a failing observer is logged and skipped, never fatal."""
     import logging
 
-    hook = get_plugin_manager().hook.on_run_event
-    for impl in reversed(hook.get_hookimpls()):
+    pm = get_plugin_manager()
+    for plugin_name in _implementers(pm, "on_run_event"):
         try:
-            impl.function(run_name=run_name, event=event, details=dict(details or {}))
+            _call_one(pm, "on_run_event", plugin_name, run_name=run_name, event=event, details=dict(details or {}))
         except Exception:  # noqa: BLE001 - observers must not break runs
             logging.getLogger("foundry.plugins").exception(
-                "plugin %s failed in on_run_event(%s, %s)", impl.plugin_name, run_name, event
+                "plugin %s failed in on_run_event(%s, %s)", plugin_name, run_name, event
             )

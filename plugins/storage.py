@@ -7,11 +7,12 @@ finds the class registered for the URL's scheme and builds it with `from_url`.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from .errors import ConfigError, ObjectNotFoundError
@@ -26,6 +27,15 @@ class ObjectInfo:
     size: int
     etag: str | None = None
     modified: float | None = None  # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One level below a prefix, as `ls` shows it: sub-folders ("name/", relative to the store
+    root like keys) and the objects directly inside, each sorted."""
+
+    prefixes: list[str]
+    objects: list[ObjectInfo]
 
 
 @runtime_checkable
@@ -47,6 +57,9 @@ class ObjectStore(Protocol):
         """Download to `path` atomically: a crash never leaves a partial file under that name."""
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects whose key starts with `prefix`, keys relative to the store root, sorted."""
+    def list_dir(self, prefix: str = "") -> Listing:
+        """One level below the folder `prefix` ("" or "a/b/"): what `foundry ls` shows. Stores with
+        a native delimiter listing use it, so a folder never pages the whole prefix."""
     def delete(self, key: str) -> None:
         """Delete one object; deleting a missing key is not an error."""
     def head(self, key: str) -> ObjectInfo:
@@ -89,6 +102,34 @@ class StorageURL:
         return f"{self.scheme}://{self.bucket}/{path}" if path else f"{self.scheme}://{self.bucket}"
 
 
+def folder_prefix(prefix: str) -> str:
+    """A folder prefix for a one-level listing: "" for the root, else ending in exactly one "/"."""
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
+def fold_listing(objects: Iterable[ObjectInfo], prefix: str) -> Listing:
+    """A one-level Listing from a recursive listing of the folder `prefix` (keys start with it)."""
+    prefixes: set[str] = set()
+    direct: list[ObjectInfo] = []
+    for info in objects:
+        rest = info.key[len(prefix):]
+        if "/" in rest:
+            prefixes.add(prefix + rest.split("/", 1)[0] + "/")
+        else:
+            direct.append(info)
+    return Listing(sorted(prefixes), sorted(direct, key=lambda o: o.key))
+
+
+def list_one_level(store: "ObjectStore", prefix: str = "") -> Listing:
+    """`store.list_dir(prefix)`, or the fold of its recursive listing for a third-party store that
+    predates list_dir and does not derive from BaseObjectStore."""
+    native = getattr(store, "list_dir", None)
+    if native is not None:
+        return native(prefix)
+    return fold_listing(store.list(folder_prefix(prefix)), folder_prefix(prefix))
+
+
 def join_key(prefix: str, key: str) -> str:
     """Join a root prefix and a relative key with exactly one "/" between them."""
     prefix, key = prefix.strip("/"), key.lstrip("/")
@@ -119,8 +160,16 @@ class BaseObjectStore:
         except ObjectNotFoundError:
             return False
 
+    @functools.cached_property
+    def _root(self) -> StorageURL:
+        return StorageURL.parse(self.url)  # parsed once: child_url runs per shard and per file
+
     def child_url(self, key: str) -> str:
-        return StorageURL.parse(self.url).join(key)
+        return self._root.join(key)
+
+    def list_dir(self, prefix: str = "") -> Listing:
+        """Fallback for stores without a delimiter listing: fold the recursive listing."""
+        return fold_listing(self.list(folder_prefix(prefix)), folder_prefix(prefix))
 
     def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
         with atomic_destination(path) as tmp:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 # Shared fixtures, one module per kind of real server (see tests/support/).
-pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers"]
+pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers", "support.oci_stub"]
 
 
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")

@@ -20,7 +20,7 @@ import typer
 
 from foundry.plugins.errors import ConfigError, ObjectNotFoundError
 from foundry.plugins.manager import open_store
-from foundry.plugins.storage import StorageURL, split_parent
+from foundry.plugins.storage import StorageURL, list_one_level, split_parent
 
 from .output import sink
 
@@ -73,15 +73,15 @@ def ls(
     sink.json_mode = sink.json_mode or json_out
     store = _folder(url)
     rows: list[dict[str, Any]] = []
-    folders: set[str] = set()
-    for info in store.list():
-        if not recursive and "/" in info.key:
-            folder = info.key.split("/", 1)[0] + "/"
-            if folder not in folders:
-                folders.add(folder)
-                rows.append({"key": folder, "size": None, "modified": None, "url": store.child_url(folder)})
-            continue
-        rows.append({"key": info.key, "size": info.size, "modified": _iso(info.modified), "url": store.child_url(info.key)})
+    if recursive:
+        objects = list(store.list())
+    else:  # a native one-level listing: a folder never pages everything below it
+        listing = list_one_level(store)
+        rows += [{"key": p, "size": None, "modified": None, "url": store.child_url(p)} for p in listing.prefixes]
+        objects = listing.objects
+    rows += [{"key": o.key, "size": o.size, "modified": _iso(o.modified), "url": store.child_url(o.key)}
+             for o in objects]
+    rows.sort(key=lambda row: row["key"])
     if not rows and "://" in url and StorageURL.parse(url).prefix:
         parent, name = _object(url)
         with contextlib.suppress(ObjectNotFoundError):

@@ -1,8 +1,6 @@
-"""Built-in compute providers, contributed through the same hook third-party plugins use.
-
-Each provider module is registered with one `register(...)` line; heavy SDKs are imported inside
-the provider modules only when used.
-"""
+"""Built-in compute providers (local, Slurm, Kubernetes), contributed through the same
+`register_compute` hook third-party plugins use. Provider modules are imported only when the hook
+runs, and import their SDKs only when used."""
 
 from __future__ import annotations
 
@@ -11,6 +9,10 @@ from foundry.plugins.hookspecs import hookimpl
 
 @hookimpl
 def register_compute(register):
+    from .kubernetes import KubernetesProvider
     from .local import LocalProvider
+    from .slurm import SlurmProvider
 
     register("local", LocalProvider)
+    register("slurm", SlurmProvider)
+    register("kubernetes", KubernetesProvider)

@@ -14,10 +14,12 @@ from typing import Any, Iterator
 from foundry.plugins.errors import ConfigError, ObjectNotFoundError, StorageError
 from foundry.plugins.storage import (
     BaseObjectStore,
+    Listing,
     ObjectInfo,
     ProgressCallback,
     StorageURL,
     atomic_destination,
+    folder_prefix,
 )
 
 _COPY_CHUNK = 8 << 20
@@ -99,6 +101,22 @@ class FileStore(BaseObjectStore):
                     st = full.stat()
                     found.append(ObjectInfo(key, st.st_size, None, st.st_mtime))
         return iter(sorted(found, key=lambda o: o.key))
+
+    def list_dir(self, prefix: str = "") -> Listing:
+        folder = folder_prefix(prefix)
+        prefixes: list[str] = []
+        objects: list[ObjectInfo] = []
+        try:
+            entries = list(os.scandir(self._path(folder)))
+        except (FileNotFoundError, NotADirectoryError):
+            return Listing([], [])
+        for entry in entries:
+            if entry.is_dir():
+                prefixes.append(f"{folder}{entry.name}/")
+            elif entry.is_file() and not (entry.name.startswith(".") and entry.name.endswith(".part")):
+                st = entry.stat()
+                objects.append(ObjectInfo(folder + entry.name, st.st_size, None, st.st_mtime))
+        return Listing(sorted(prefixes), sorted(objects, key=lambda o: o.key))
 
     def delete(self, key: str) -> None:
         try:

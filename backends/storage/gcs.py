@@ -130,7 +130,7 @@ class GCSStore(RemoteStore):
 
         return self._call(key, fetch)
 
-    def _range_exact(self, key: str, start: int, end: int) -> bytes:
+    def _range_exact(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
         from .remote import TruncatedRead
 
         def fetch() -> bytes:
@@ -162,6 +162,16 @@ class GCSStore(RemoteStore):
                     for b in blobs]
 
         return iter(sorted(self._call(prefix, fetch_all), key=lambda o: o.key))
+
+    def _list_level(self, full_prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        def fetch_level() -> tuple[list[str], list[ObjectInfo]]:
+            pages = self.bucket.client.list_blobs(self.bucket_name, prefix=full_prefix or None, delimiter="/",
+                                                  retry=None, timeout=self.timeout)
+            objects = [ObjectInfo(b.name, int(b.size or 0), b.etag, b.updated.timestamp() if b.updated else None)
+                       for b in pages]  # iterating every page also collects the prefixes
+            return sorted(pages.prefixes), objects
+
+        return self._call(full_prefix, fetch_level)
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -136,10 +136,11 @@ class OCIStore(RemoteStore):
 
         return self._call(key, fetch)
 
-    def _range_exact(self, key: str, start: int, end: int) -> bytes:
+    def _range_exact(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
         full = self._key(key)
-        return self._call(key, lambda: self._read(
-            self.client.get_object(self.namespace, self.bucket, full, range=f"bytes={start}-{end - 1}"), end - start))
+        conditional = {"if_match": etag} if etag else {}
+        return self._call(key, lambda: self._read(self.client.get_object(
+            self.namespace, self.bucket, full, range=f"bytes={start}-{end - 1}", **conditional), end - start))
 
     def head(self, key: str) -> ObjectInfo:
         full = self._key(key)
@@ -161,6 +162,24 @@ class OCIStore(RemoteStore):
             start = page.next_start_with
             if not start:
                 return
+
+    def _list_level(self, full_prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        prefixes: list[str] = []
+        objects: list[ObjectInfo] = []
+        start: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"prefix": full_prefix or None, "delimiter": "/",
+                                      "fields": "name,size,etag,timeModified"}
+            if start:
+                kwargs["start"] = start
+            page = self._call(full_prefix, lambda: self.client.list_objects(self.namespace, self.bucket, **kwargs)).data
+            prefixes += page.prefixes or []
+            for obj in page.objects or []:
+                modified = obj.time_modified.timestamp() if obj.time_modified else None
+                objects.append(ObjectInfo(obj.name, int(obj.size or 0), obj.etag, modified))
+            start = page.next_start_with
+            if not start:
+                return prefixes, objects
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from foundry.plugins.storage import BaseObjectStore, ProgressCallback, join_key
+from foundry.plugins.storage import BaseObjectStore, Listing, ObjectInfo, ProgressCallback, folder_prefix, join_key
 
 from .transfer import TransferConfig, parallel_download
 
@@ -38,10 +38,26 @@ class RemoteStore(BaseObjectStore):
             progress(len(data))
         return True
 
-    def _range_exact(self, key: str, start: int, end: int) -> bytes:
-        """Exactly bytes [start, end) of the object, retried; a short read is a transient error."""
+    def _range_exact(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Exactly bytes [start, end) of the object, retried; a short read is a transient error.
+        With `etag`, a store that can make the read conditional does, so a part never mixes two
+        versions of an object."""
+        raise NotImplementedError
+
+    def list_dir(self, prefix: str = "") -> Listing:
+        folder = folder_prefix(prefix)
+        full, strip = self._list_prefix(folder)
+        prefixes, objects = self._list_level(full)
+        return Listing(sorted(p[strip:] for p in prefixes),
+                       sorted((ObjectInfo(o.key[strip:], o.size, o.etag, o.modified) for o in objects),
+                              key=lambda o: o.key))
+
+    def _list_level(self, full_prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        """The bucket's native delimiter listing of `full_prefix`: (sub-prefixes, objects), both with
+        bucket-level names; the caller makes them store-relative."""
         raise NotImplementedError
 
     def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
         info = self.head(key)
-        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e), self.transfer, progress)
+        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e, info.etag),
+                          self.transfer, progress)

@@ -147,7 +147,7 @@ class S3Store(RemoteStore):
         parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e, info.etag),
                           self.transfer, progress)
 
-    def _range_exact(self, key: str, start: int, end: int, etag: str | None) -> bytes:
+    def _range_exact(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
         full = self._key(key)
         extra = {"IfMatch": f'"{etag}"'} if etag else {}
 
@@ -175,6 +175,24 @@ class S3Store(RemoteStore):
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
+
+    def _list_level(self, full_prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        prefixes: list[str] = []
+        objects: list[ObjectInfo] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix, "Delimiter": "/"}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call(full_prefix, lambda: self.client.list_objects_v2(**kwargs))
+            prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            for item in page.get("Contents", []):
+                modified = item.get("LastModified")
+                objects.append(ObjectInfo(item["Key"], int(item["Size"]), _etag(item.get("ETag")),
+                                          modified.timestamp() if modified else None))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return prefixes, objects
 
     # -- writes --------------------------------------------------------------------------------
 

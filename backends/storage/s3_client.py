@@ -84,11 +84,6 @@ def get_client(settings: S3Settings):
         return client
 
 
-def clear_client_cache() -> None:
-    with _lock:
-        _clients.clear()
-
-
 def _make_client(settings: S3Settings):
     import boto3
     import botocore.session

@@ -20,8 +20,8 @@ from foundry.plugins.manager import compute_registry, register_plugin, unregiste
 
 def test_builtin_providers_are_registered_with_their_plugin():
     registry = compute_registry()
-    expected = {"slurm": "foundry.backends.compute.providers_plugin",
-                "kubernetes": "foundry.backends.compute.providers_plugin",
+    expected = {"slurm": "foundry.backends.compute.plugin",
+                "kubernetes": "foundry.backends.compute.plugin",
                 "eks": "foundry.backends.clouds.plugin", "gke": "foundry.backends.clouds.plugin",
                 "oke": "foundry.backends.clouds.plugin"}
     for name, plugin in expected.items():

@@ -1,4 +1,5 @@
-"""The ObjectStore contract, run against real servers: SeaweedFS (s3, r2), fake-gcs-server (gs), folders."""
+"""The ObjectStore contract, run against real servers: SeaweedFS (s3, r2), fake-gcs-server (gs),
+folders, and for oci (no emulator exists) the loopback stub replaying recorded OCI responses."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ MiB = 1 << 20
 SMALL_PARTS = {"part_size": 5 * MiB, "multipart_threshold": 5 * MiB, "concurrency": 4}
 
 
-@pytest.fixture(params=["s3", "r2", "gs", "file"])
+@pytest.fixture(params=["s3", "r2", "gs", "oci", "file"])
 def root_url(request, tmp_path):
     if request.param == "file":
         return str(tmp_path / "store"), {}
+    if request.param == "oci":
+        pytest.importorskip("oci")
+        _, options = request.getfixturevalue("oci_stub")
+        return "oci://bkt@ns/some/prefix", options
     if request.param in ("s3", "r2"):
         bucket = request.getfixturevalue("s3_bucket")
         return f"{request.param}://{bucket.name}/some/prefix", {}
@@ -49,6 +54,22 @@ def test_put_get_range_head_list_delete(root_url):
     with pytest.raises(ObjectNotFoundError):
         store.head("a/one.bin")
     assert store.child_url("x/y").endswith("/x/y")
+
+
+@pytest.mark.integration
+def test_one_level_listing(root_url):
+    url, options = root_url
+    store = open_store(url, options)
+    for key in ["top.txt", "a/one.bin", "a/deep/x.bin", "a/deep/y.bin", "b/two.bin", "ab.txt"]:
+        store.put(key, key.encode())
+    root = store.list_dir()
+    assert root.prefixes == ["a/", "b/"]
+    assert [(o.key, o.size) for o in root.objects] == [("ab.txt", 6), ("top.txt", 7)]
+    inner = store.list_dir("a")  # with or without the trailing "/"
+    assert inner == store.list_dir("a/")
+    assert inner.prefixes == ["a/deep/"] and [o.key for o in inner.objects] == ["a/one.bin"]
+    assert store.list_dir("a/deep/").prefixes == [] and len(store.list_dir("a/deep/").objects) == 2
+    assert store.list_dir("missing/").prefixes == [] and store.list_dir("missing/").objects == []
 
 
 @pytest.mark.integration
