@@ -18,7 +18,7 @@ from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, parse_bytes
 from .iterator import iterate
-from .plan import (OrderConfig, WorldShape, check_algo, epoch_length, epoch_work, make_layout, partition,
+from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work, make_layout, partition,
                    stream_choose, worker_ids)
 from .readers import ReaderPool
 from .state import EpochCounter, build_state, check_state
@@ -92,6 +92,10 @@ class StreamingDataset(IterableDataset):
             raise ConfigError(f"shuffle_seed must be a non-negative integer, got {shuffle_seed}")
         if int(sampling_granularity) <= 0:
             raise ConfigError(f"sampling_granularity must be positive, got {sampling_granularity}")
+        if partition_algo not in PARTITION_ALGOS:
+            raise ConfigError(f"unknown partition_algo {partition_algo!r}", hint=f"use one of {', '.join(PARTITION_ALGOS)}")
+        if sampling_method not in SAMPLING_METHODS:
+            raise ConfigError(f"unknown sampling_method {sampling_method!r}", hint=f"use one of {', '.join(SAMPLING_METHODS)}")
         if batch_size is not None and int(batch_size) <= 0:
             raise ConfigError(f"batch_size must be positive, got {batch_size}")
         if streams:
@@ -154,7 +158,8 @@ class StreamingDataset(IterableDataset):
 
     @property
     def size(self) -> int:
-        """Samples one epoch takes before padding."""
+        """Samples one epoch takes (streams' proportion/repeat/choose, epoch_size), before the few
+        repeats canonical nodes and ranks may need."""
         return self._layout.epoch_samples
 
     def __len__(self) -> int:
@@ -249,8 +254,10 @@ class StreamingDataset(IterableDataset):
     # ---- state --------------------------------------------------------------------------------
     def _fingerprint(self) -> str:
         parts = [[[x.raw_basename, int(x.samples)] for x in c.shards] for c in self._caches]
-        blob = json.dumps({"shards": parts, "choose": list(self._layout.choose),
-                           "sampling": self.sampling_method}, sort_keys=True).encode()
+        facts = {"shards": parts, "choose": list(self._layout.choose), "sampling": self.sampling_method}
+        if self.sampling_granularity != 1:  # only then, so that older states keep loading
+            facts["granularity"] = self.sampling_granularity
+        blob = json.dumps(facts, sort_keys=True).encode()
         return hashlib.sha1(blob).hexdigest()
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = True) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-from foundry.plugins.errors import DataError
+from foundry.plugins.errors import ConfigError, DataError
 from foundry.streaming import StreamingDataset
 from foundry.streaming.plan import interleave_ranks
 
@@ -130,3 +130,18 @@ def test_two_nodes_default_canonical_nodes_and_node_local_shards(make_dataset, t
     assert np.array_equal(got, [s["id"] for s in ref])
     assert not node_shards[0] & node_shards[1] and len(node_shards[0] | node_shards[1]) == 16
     assert len(list((tmp_path / "node0").glob("shard.*"))) == 8
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"shuffle_algo": "py1b"}, "py1b.*does not exist in mosaicml-streaming 0.13"),
+    ({"shuffle_algo": "py9"}, "unknown shuffle_algo"),
+    ({"batching_method": "stratified"}, "batching_method"),
+    ({"partition_algo": "fancy"}, "unknown partition_algo"),
+    ({"sampling_method": "random"}, "unknown sampling_method"),
+    ({"replication": 2}, "replication"),
+    ({"shuffle_seed": -1}, "non-negative"),
+])
+def test_what_cannot_match_mosaic_is_refused_at_construction(make_dataset, kw, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        StreamingDataset(local=str(make_dataset(20, 10)), batch_size=2, **kw)
+    assert "\n" not in str(err.value)
