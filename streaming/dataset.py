@@ -18,8 +18,8 @@ from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, parse_bytes
 from .iterator import iterate
-from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work, make_layout, partition,
-                   stream_choose, worker_ids)
+from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
+                   make_layout, rank_length, stream_choose, worker_ids)
 from .readers import ReaderPool
 from .state import EpochCounter, build_state, check_state
 from .stream import Stream
@@ -168,12 +168,7 @@ class StreamingDataset(IterableDataset):
         cfg, world = self._order_config(), self._world(topo, workers=1)
         key = (cfg, world, topo.rank)
         if self._len_cache is None or self._len_cache[0] != key:
-            total = epoch_length(self._layout, cfg, world)
-            if total % world.num_ranks:  # a relaxed resumption: count this rank's share
-                shares = partition(cfg.partition_algo, self.size, cfg.num_canonical_nodes, world, cfg.batch_size,
-                                   0, cfg.initial_physical_nodes)[topo.node, topo.rank % topo.local_world_size]
-                total = int((shares != -1).sum()) * world.num_ranks
-            self._len_cache = (key, total // world.num_ranks)
+            self._len_cache = (key, rank_length(self._layout, cfg, world, topo.node, topo.rank % topo.local_world_size))
         return self._len_cache[1]
 
     # ---- random access ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from .epoch import (
     locate,
     make_layout,
     rank_ids,
+    rank_length,
     worker_ids,
 )
 from .partition import PARTITION_ALGOS, WorldShape, interleave_ranks, partition
@@ -19,5 +20,5 @@ from .shuffle import SHUFFLE_ALGOS, check_algo, default_block_size, shuffle_posi
 __all__ = [
     "Layout", "OrderConfig", "PARTITION_ALGOS", "SAMPLING_METHODS", "SHUFFLE_ALGOS", "WorldShape", "check_algo",
     "default_block_size", "epoch_length", "epoch_positions", "epoch_work", "interleave_ranks", "locate", "make_layout", "partition",
-    "rank_ids", "resample", "shard_choose", "shuffle_positions", "stream_choose", "worker_ids",
+    "rank_ids", "rank_length", "resample", "shard_choose", "shuffle_positions", "stream_choose", "worker_ids",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 
 from foundry.plugins.errors import ConfigError
 
-from .partition import WorldShape, epoch_total, partition
+from .partition import WorldShape, epoch_total, keeps_first_run_batches, partition
 from .sampling import resample
 from .shuffle import check_algo, default_block_size, shuffle_positions
 
@@ -108,6 +108,16 @@ def epoch_length(layout: Layout, cfg: OrderConfig, world: WorldShape) -> int:
     """Samples all ranks read together in a whole epoch (a few repeats when the ranks need them)."""
     return epoch_total(layout.epoch_samples, cfg.num_canonical_nodes, world, cfg.initial_physical_nodes,
                        cfg.partition_algo)
+
+
+def rank_length(layout: Layout, cfg: OrderConfig, world: WorldShape, node: int, rank_of_node: int) -> int:
+    """Samples one rank reads in a whole epoch."""
+    if not keeps_first_run_batches(cfg.partition_algo, cfg.num_canonical_nodes, world.num_nodes,
+                                   cfg.initial_physical_nodes):
+        return epoch_length(layout, cfg, world) // world.num_ranks  # every rank reads as many
+    shares = partition(cfg.partition_algo, layout.epoch_samples, cfg.num_canonical_nodes, world, cfg.batch_size, 0,
+                       cfg.initial_physical_nodes)[node, rank_of_node]
+    return int((shares != -1).sum())
 
 
 def locate(ids: np.ndarray, shard_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

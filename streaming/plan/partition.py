@@ -109,7 +109,7 @@ def partition(algo: str, num_samples: int, c: int, world: WorldShape, batch_size
         raise DataError(f"resuming at sample {drop_first} of an epoch of {num_samples} samples",
                         hint="the state belongs to a larger dataset or epoch_size; resume with the same data")
     p0 = initial_physical_nodes
-    if algo == "orig" or p0 is None or _divides_either(c, world.num_nodes):
+    if not keeps_first_run_batches(algo, c, world.num_nodes, p0):
         return partition_orig(num_samples, c, world, batch_size, drop_first)
     global_batch = n_ranks * batch_size
     first_devices = p0 * world.ranks_per_node
@@ -123,11 +123,16 @@ def partition(algo: str, num_samples: int, c: int, world: WorldShape, batch_size
         .transpose(2, 3, 1, 0, 4)
 
 
+def keeps_first_run_batches(algo: str, c: int, num_nodes: int, initial_physical_nodes: int | None) -> bool:
+    """Whether 'relaxed' deals the first run's global batches (the node count fits C no more)."""
+    return algo == "relaxed" and initial_physical_nodes is not None and not _divides_either(c, num_nodes)
+
+
 def epoch_total(num_samples: int, c: int, world: WorldShape, initial_physical_nodes: int | None = None,
                 algo: str = "relaxed") -> int:
     """Samples all ranks together read in a whole epoch (padding repeats included, -1 excluded)."""
     p = world.num_nodes
-    if algo == "relaxed" and initial_physical_nodes is not None and not _divides_either(c, p):
+    if keeps_first_run_batches(algo, c, p, initial_physical_nodes):
         p = initial_physical_nodes
     r = world.ranks_per_node
     per_row = -(-num_samples // c)

@@ -21,6 +21,7 @@ from foundry.streaming.plan import (
     interleave_ranks,
     make_layout,
     rank_ids,
+    rank_length,
     stream_choose,
 )
 
@@ -89,6 +90,19 @@ def test_resume_from_any_position_continues_exactly(sizes, ranks, workers, data)
     rest = _global(layout, cfg, WorldShape(1, ranks, workers), 1, start)
     assert np.array_equal(rest[:len(full) - start], full[start:])
     assert len(rest) - (len(full) - start) < ranks  # only what the ranks need to read as many
+
+
+@pytest.mark.parametrize("nodes,first_nodes,per_device", [(1, 1, 8), (2, 2, 4), (3, 2, 2), (1, 2, 6)])
+def test_rank_length_is_what_each_rank_reads(nodes, first_nodes, per_device):
+    """Also after a 'relaxed' resumption on 3 nodes of a 2-node run (global batch 12 kept)."""
+    layout = _layout([37, 41, 29, 50])
+    cfg = OrderConfig(seed=9, shuffle=True, num_canonical_nodes=2, batch_size=per_device,
+                      initial_physical_nodes=first_nodes)
+    world = WorldShape(nodes, 2, 1)
+    work = epoch_work(layout, cfg, world, 0)
+    lengths = [rank_length(layout, cfg, world, p, r) for p in range(nodes) for r in range(2)]
+    assert lengths == [len(rank_ids(work, p, r)) for p in range(nodes) for r in range(2)]
+    assert sum(lengths) >= 157
 
 
 def test_py1e_reads_shards_within_a_window():
