@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
@@ -102,6 +101,18 @@ class StorageURL:
         return f"{self.scheme}://{self.bucket}/{path}" if path else f"{self.scheme}://{self.bucket}"
 
 
+def check_key(key: str, root: str) -> str:
+    """`key` itself when it names an object below the store root; a ConfigError when it could escape.
+
+    Stores call this on every key (names can come from data: index.json, a remote listing), so a
+    leading "/" or a ".." segment is refused rather than quietly rewritten.
+    """
+    if not isinstance(key, str) or "\x00" in key or key.startswith("/") or ".." in key.split("/"):
+        raise ConfigError(f"key {key!r} escapes the store root {root}",
+                          hint="keys are relative paths, without '..' segments or a leading '/'")
+    return key
+
+
 def folder_prefix(prefix: str) -> str:
     """A folder prefix for a one-level listing: "" for the root, else ending in exactly one "/"."""
     prefix = prefix.strip("/")
@@ -183,6 +194,8 @@ class atomic_destination:
     """Context manager yielding a temporary path beside `path`; renamed onto `path` on success.
 
     The temporary file is removed on failure, so the final name only ever holds complete data.
+    It is created with mode 0666 less the umask, as `open()` would (0644 under umask 022), not
+    mkstemp's 0600: datasets and checkpoints are meant to be shared like any file the user writes.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -190,9 +203,15 @@ class atomic_destination:
 
     def __enter__(self) -> str:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
-        os.close(fd)
-        return self.tmp
+        for _ in range(100):
+            tmp = self.path.parent / f".{self.path.name}.{os.urandom(6).hex()}.part"
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            except FileExistsError:
+                continue
+            self.tmp = str(tmp)
+            return self.tmp
+        raise FileExistsError(f"no free temporary name beside {self.path}")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:

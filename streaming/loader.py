@@ -7,8 +7,9 @@ and `load_state_dict()` makes the next iteration continue right after them.
 
 from __future__ import annotations
 
+import signal
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from torch.utils.data import DataLoader, default_collate
 
@@ -41,17 +42,40 @@ def _collate_read_only(batch: list) -> Any:
         return default_collate(batch)
 
 
+class _IgnorePauseSignals:
+    """worker_init_fn wrapper: workers ignore SIGTERM/SIGINT. A pause signal sent to the whole
+    process group (scancel --signal, Ctrl-C, many supervisors) is the main process's to handle:
+    it finishes the step and checkpoints, then shuts the workers down itself. A picklable class,
+    not a closure, so it also works with the spawn and forkserver start methods."""
+
+    def __init__(self, inner: Callable[[int], None] | None):
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        if self.inner is not None:
+            self.inner(worker_id)
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
         if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
             kwargs["collate_fn"] = _collate_read_only
+        kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
         super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 
     def __iter__(self) -> Iterator[Any]:
+        # Not a generator: the DataLoader iterator (which draws the workers' base seed from the
+        # global torch RNG) is made here, at iter() time, so a trainer can restore its RNG state
+        # right after iter() and every later draw matches the uninterrupted run.
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
+        return self._counted(super().__iter__())
+
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
             n = _batch_len(batch)
             self.num_samples_yielded += n if n is not None else (self.batch_size or 1)
             yield batch

@@ -91,7 +91,7 @@ class Stream:
             where = self.remote_url or str(self.local_dir)
             raise DataError(f"no {INDEX} in {where}", hint="point remote=/local= at a dataset written by MDSWriter")
         try:
-            return list(load_index(data))
+            return list(load_index(data, self.remote_url or str(self.local_dir)))
         except FoundryError:
             raise
         except Exception as exc:

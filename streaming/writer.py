@@ -26,10 +26,14 @@ from .format.hashing import is_hash
 from .format.index import INDEX_BASENAME, dump_index, shard_basename
 from .format import shard_files
 from .format.sample_encoders import json_sample_encoder, mds_columns, mds_sample_encoder, xsv_sample_encoder
-from .upload import ShardUploader
+from .tools.upload import ShardUploader
 
 _UNITS = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 _PENDING_SHARDS = 3  # shards finishing in the background before write() waits
+# Integrity by default: readers verify every download against it, `dataset verify` reports a
+# mismatch. xxh3_64 hashes at memory speed, and mosaicml-streaming 0.13 reads and validates it.
+# hashes=[] writes none, as mosaic does by default.
+DEFAULT_HASHES = ("xxh3_64",)
 
 
 def parse_size(value: int | str | None) -> int | None:
@@ -76,7 +80,7 @@ class Writer:
         self.compression = compression or None
         if self.compression:
             parse_compression(self.compression)
-        self.hashes = sorted(set(hashes or []))
+        self.hashes = sorted(set(DEFAULT_HASHES if hashes is None else hashes))
         for algo in self.hashes:
             if not is_hash(algo):
                 raise ConfigError(f"unknown hash algorithm {algo!r}", hint="e.g. sha1, md5, xxh64, xxh3_64")
@@ -191,7 +195,7 @@ class Writer:
 
     def _finish_file(self, raw_basename: str, raw_info: dict) -> tuple[dict, dict | None]:
         raw, zipped, upload = shard_files.finish_file(
-            self.local, raw_basename, raw_info, self.compression, self.hashes, keep_raw=self.keep_local
+            self.local, raw_basename, raw_info, self.compression, self.hashes
         )
         if self._uploader is not None:
             self._uploader.submit(upload, delete_after=not self.keep_local)

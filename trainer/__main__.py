@@ -7,13 +7,14 @@ FOUNDRY_PARAMETERS (YAML, set by the control plane) holds the Trainer settings p
     train_dataloader: my_pkg.data:train_loader   # called with train_dataloader_args
     train_dataloader_args: {remote: s3://bucket/data}
     eval_dataloader: my_pkg.data:val_loader      # optional, with eval_dataloader_args
-    loss_fn: my_pkg.models:loss                  # optional (when the model has no loss method)
+    loss_fn: my_pkg.models:loss                  # optional: else model.loss(), else forward's loss
     optimizer: {name: AdamW, lr: 3.0e-4}         # any torch.optim class
     max_duration: 1000ba
     save_folder: s3://bucket/{run_name}/checkpoints
     autoresume: true
 
-run_name defaults to RUN_NAME. Exits 75 (PAUSED_EXIT_CODE) after a graceful pause.
+run_name defaults to RUN_NAME. Exits 75 (PAUSED_EXIT_CODE) after a graceful pause. Unknown keys are
+named in one error (exit 2). What a resume restores, and in which order: docs/resume.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from .time import Time, TimeUnit
 @dataclass
 class TrainerConfig:
     run_name: str
-    max_duration: str
+    max_duration: str | None  # None until given to fit()
     save_folder: str | None = None
     save_interval: str = "1ep"
     save_num_checkpoints_to_keep: int = -1
@@ -41,9 +41,8 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         if not self.run_name or not isinstance(self.run_name, str) or "/" in self.run_name:
             raise ConfigError(f"invalid run_name {self.run_name!r}", hint="a non-empty name without '/'")
-        if self.max_time.unit is TimeUnit.DURATION:
-            raise ConfigError("max_duration cannot be in 'dur'", hint="use ba, ep, sp or tok")
-        self.save_time, self.eval_time  # parse now: bad strings fail at construction
+        if self.max_duration is not None:
+            self.check_duration()
         if self.checkpoint_layout not in ("full", "sharded"):
             raise ConfigError(f"unknown checkpoint_layout {self.checkpoint_layout!r}", hint="use full or sharded")
         check_microbatch_size(self.device_train_microbatch_size)
@@ -52,8 +51,15 @@ class TrainerConfig:
         if self.autoresume and not self.save_folder:
             raise ConfigError("autoresume needs a save_folder", hint="set save_folder='s3://bucket/{run_name}/checkpoints'")
 
+    def check_duration(self) -> None:
+        if self.max_time.unit is TimeUnit.DURATION:
+            raise ConfigError("max_duration cannot be in 'dur'", hint="use ba, ep, sp or tok")
+        self.save_time, self.eval_time  # parse now: bad strings fail at construction
+
     @property
     def max_time(self) -> Time:
+        if self.max_duration is None:
+            raise ConfigError("max_duration is not set", hint="give it to Trainer(...) or to fit(max_duration=...)")
         return Time.parse(self.max_duration, default_unit=TimeUnit.BATCH)
 
     @property

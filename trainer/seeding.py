@@ -30,9 +30,12 @@ def set_deterministic(enabled: bool) -> None:
 
 
 def rng_state() -> dict[str, Any]:
+    """Every global RNG's state, in types torch.load(weights_only=True) accepts."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -41,8 +44,13 @@ def rng_state() -> dict[str, Any]:
 
 
 def load_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    npst = state["numpy"]
+    if isinstance(npst, dict):
+        npst = (npst["name"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"],
+                npst["cached_gaussian"])
+    np.random.set_state(npst)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

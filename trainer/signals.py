@@ -39,3 +39,30 @@ class PauseRequest:
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} received: pausing after this step "
                          "(checkpoint, then exit; send again to exit at once)\n")
         sys.stderr.flush()
+
+
+class IgnorePauseSignals:
+    """worker_init_fn wrapper: DataLoader workers ignore the pause signals. A SIGTERM to the whole
+    process group (scancel --signal, Ctrl-C, many supervisors) is the main process's to handle:
+    it finishes the step, checkpoints and then shuts its workers down. Picklable (spawn/forkserver)."""
+
+    def __init__(self, inner=None, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)):
+        self.inner, self.signals = inner, signals
+
+    def __call__(self, worker_id: int) -> None:
+        for sig in self.signals:
+            signal.signal(sig, signal.SIG_IGN)
+        if self.inner is not None:
+            self.inner(worker_id)
+
+
+def protect_workers(loader) -> None:
+    """Make a torch DataLoader's workers leave the pause to the main process (any worker_init_fn
+    the loader has still runs). Loaders that already do so, and other iterables, are left alone."""
+    current = getattr(loader, "worker_init_fn", None)
+    if getattr(loader, "num_workers", 0) and type(current).__name__ not in ("IgnorePauseSignals",
+                                                                              "_IgnorePauseSignals"):
+        try:
+            loader.worker_init_fn = IgnorePauseSignals(current)
+        except (AttributeError, ValueError):  # a loader that forbids it: leave it as it is
+            pass

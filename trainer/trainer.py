@@ -5,9 +5,16 @@ microbatching, checkpoints, loggers, callbacks) around one training loop.
                       save_folder="s3://my-bucket/{run_name}/checkpoints", save_interval="1000ba")
     trainer.fit()
 
-Model contract: `model(batch)` then `model.loss(outputs, batch)`; or a plain module plus
-`loss_fn`: batches that are (input, target) pairs call `loss_fn(model(input), target)`, other
-batches `loss_fn(model(batch), batch)`.
+The loss, in this order (Composer's ComposerModel contract, plus plain modules):
+1. `loss_fn` given: batches that are (input, target) pairs call `loss_fn(model(input), target)`,
+   other batches `loss_fn(model(batch), batch)`;
+2. the model has a `loss` method: `model.loss(model(batch), batch)`;
+3. otherwise `model(batch)` returns the loss: a scalar tensor, a dict with "loss", or an object
+   with a `.loss` attribute (a Hugging Face ModelOutput).
+
+`max_duration` may be given to the constructor or to `fit()`. Checkpoint restore (autoresume or
+`load_path`) happens in `resume()`, which `fit()` calls first; call it yourself to inspect the
+restored state before training.
 """
 
 from __future__ import annotations
@@ -24,14 +31,15 @@ from foundry.plugins.compute import PAUSED_EXIT_CODE
 from foundry.plugins.errors import ConfigError
 
 from . import dist as fdist
+from .arguments import check_settings, loss_from_output
 from .callbacks import CallbackList
-from .checkpoint.session import CheckpointSession
+from .checkpoint.session import CheckpointSession, ResumePoint
 from .config import TrainerConfig
 from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
 from .precision import autocast, check_precision, make_grad_scaler
-from .seeding import load_rng_state, seed_everything, set_deterministic
-from .signals import PauseRequest
+from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
+from .signals import PauseRequest, protect_workers
 from .time import Time, TimeUnit, Timestamp, crossed
 
 log = logging.getLogger("foundry.trainer")
@@ -39,10 +47,12 @@ TOKEN_KEYS = ("input_ids", "tokens")
 
 
 class Trainer:
-    def __init__(self, *, run_name: str, model: torch.nn.Module, train_dataloader, max_duration: str | int,
-                 optimizers=None, schedulers=None, loss_fn: Callable | None = None, eval_dataloader=None,
-                 loggers: list | None = None, callbacks: list | None = None, config: dict | None = None,
-                 progress_bar: bool | None = None, exit_on_pause: bool = True, **settings: Any):
+    def __init__(self, *, run_name: str, model: torch.nn.Module, train_dataloader,
+                 max_duration: str | int | None = None, optimizers=None, schedulers=None,
+                 loss_fn: Callable | None = None, eval_dataloader=None, loggers: list | None = None,
+                 callbacks: list | None = None, config: dict | None = None, progress_bar: bool | None = None,
+                 exit_on_pause: bool = True, **settings: Any):
+        check_settings(settings)
         self.cfg = TrainerConfig(run_name=run_name, max_duration=max_duration, **settings)
         self.env = fdist.DistEnv.detect()
         self.device = fdist.pick_device(self.cfg.device, self.env)
@@ -51,9 +61,6 @@ class Trainer:
         set_deterministic(self.cfg.deterministic_mode)
         seed_everything(self.cfg.seed, self.env.rank)
 
-        if loss_fn is None and not callable(getattr(model, "loss", None)):
-            raise ConfigError("the model has no loss(outputs, batch) method and no loss_fn was given",
-                              hint="add a loss method to the model, or pass loss_fn=...")
         self.raw_model = model.to(self.device)
         self.loss_fn = loss_fn
         self.parallelism = fdist.choose_parallelism(self.cfg.parallelism, self.device.type, self.env.world_size)
@@ -61,24 +68,51 @@ class Trainer:
         self.optimizers = self._build_optimizers(optimizers)
         self.train_dataloader = train_dataloader
         self.eval_dataloader = eval_dataloader
-        self.max_time = self.cfg.max_time
-        self.schedulers = self._build_schedulers(schedulers)
+        self._scheduler_specs = schedulers
+        self.schedulers: list = []
         self.scaler = make_grad_scaler(self.cfg.precision, self.device)
         self.timestamp = Timestamp()
         self.runner = MicrobatchRunner(self.cfg.device_train_microbatch_size, self._compute_loss, self.model,
                                        self.scaler, lambda v: fdist.all_reduce_sum(v, self.device, self.env),
                                        self.env.world_size)
         self.run_dir = self.cfg.resolved_run_dir()
-        self.resolved_config = self._resolve_config(config)
+        self._user_config = config
+        self._logger_specs, self._progress_bar = loggers or [], progress_bar
+        self.loggers: list = []
+        self.resolved_config: dict[str, Any] = {}
         self.callbacks = CallbackList(callbacks or [])
-        self.loggers = self._build_loggers(loggers or [], progress_bar)
         self.checkpoints = CheckpointSession(self.cfg, self.env, self.run_dir)
         self.pause = PauseRequest()
         self.exit_on_pause = exit_on_pause
         self.paused = False
         self.last_loss: float | None = None
         self._stop_requested = False
-        self._resume = self.checkpoints.resume(self)
+        self._resume_point: ResumePoint | None = None
+        self._resumed = False
+        self.epoch_start_rng: dict[str, Any] | None = None  # RNG state right before this epoch's iter()
+        if self.cfg.max_duration is not None:
+            self._setup_duration()
+
+    def _setup_duration(self) -> None:
+        """What depends on the run length: schedulers, the progress total, the resolved config."""
+        self.max_time = self.cfg.max_time
+        self.schedulers = self._build_schedulers(self._scheduler_specs)
+        for lg in self.loggers:
+            lg.close()
+        self.loggers = self._build_loggers(self._logger_specs, self._progress_bar)
+        self.resolved_config = self._resolve_config(self._user_config)
+
+    def resume(self) -> str | None:
+        """Restore model, optimizer, schedulers, scaler, time and data position from the checkpoint
+        this run starts from (autoresume, else load_path); the RNG state is restored by fit() at the
+        point of the loop where the checkpoint was taken. Returns the checkpoint's name, or None
+        for a fresh start. Runs once; fit() calls it."""
+        if self.cfg.max_duration is None:
+            raise ConfigError("max_duration is not set", hint="give it to Trainer(...) or to fit(max_duration=...)")
+        if not self._resumed:
+            self._resumed = True
+            self._resume_point = self.checkpoints.resume(self)
+        return self.checkpoints.resumed_from
 
     # -- setup helpers --------------------------------------------------------------------------
     def _build_optimizers(self, optimizers) -> list:
@@ -125,11 +159,13 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------------
     def _compute_loss(self, batch: Any) -> torch.Tensor:
         with autocast(self.cfg.precision, self.device):
-            if self.loss_fn is None:
+            if self.loss_fn is not None:
+                if isinstance(batch, (list, tuple)) and len(batch) == 2:
+                    return self.loss_fn(self.model(batch[0]), batch[1])
+                return self.loss_fn(self.model(batch), batch)
+            if callable(getattr(self.raw_model, "loss", None)):
                 return self.raw_model.loss(self.model(batch), batch)
-            if isinstance(batch, (list, tuple)) and len(batch) == 2:
-                return self.loss_fn(self.model(batch[0]), batch[1])
-            return self.loss_fn(self.model(batch), batch)
+            return loss_from_output(self.model(batch))
 
     def stop(self) -> None:
         """End training after the current step as if max_duration were reached (final checkpoint
@@ -139,22 +175,33 @@ class Trainer:
     def _done(self) -> bool:
         return self._stop_requested or self.timestamp.reached(self.max_time)
 
-    def fit(self) -> "Trainer":
+    def fit(self, max_duration: str | int | None = None) -> "Trainer":
+        """Train until max_duration (given here or to the constructor), a stop() or a pause."""
+        if max_duration is not None:
+            self.cfg.max_duration = max_duration
+            self.cfg.check_duration()
+            if self._resumed:  # training again: schedules already built keep the length they were built for
+                self.max_time = self.cfg.max_time
+            else:
+                self._setup_duration()
+        if not self.loggers and self.cfg.max_duration is not None:  # closed by a previous fit()
+            self.loggers = self._build_loggers(self._logger_specs, self._progress_bar)
+        self.resume()
+        point, self._resume_point = self._resume_point, None
         self.pause.install()
+        protect_workers(self.train_dataloader)
+        if self.eval_dataloader is not None:
+            protect_workers(self.eval_dataloader)
         self.model.train()
+        for event in self.checkpoints.take_events():
+            self._record(event)
         self.callbacks.fire("fit_start", self)
-        pending_rng = self._resume["rng"] if self._resume else None
-        skip = self._resume["fast_forward"] if self._resume else 0
+        skip = point.fast_forward if point else 0
         try:
             while not self._done() and not self.paused:
                 self._set_epoch(self.timestamp.epoch)
-                batches = iter(self.train_dataloader)
-                if pending_rng is not None:  # after iter(): creating an iterator draws from the RNG
-                    load_rng_state(pending_rng)
-                    pending_rng = None
-                for _ in range(skip):
-                    next(batches, None)
-                skip = 0
+                batches = self._epoch_iterator(point, skip)
+                point, skip = None, 0
                 ended = True
                 for batch in batches:
                     self._train_batch(batch)
@@ -168,6 +215,24 @@ class Trainer:
         finally:
             self.pause.uninstall()
         return self
+
+    def _epoch_iterator(self, point: ResumePoint | None, skip: int):
+        """iter() on the train loader with every RNG draw in the uninterrupted run's order.
+
+        The uninterrupted run draws, per epoch: iter() (DataLoader worker base seed, sampler
+        permutation), then per batch the data loading and the forward (dropout ...). A checkpoint
+        holds the RNG state after its batch and the state right before its epoch's iter(); a
+        resumed process replays the epoch start from the latter, fast-forwards (loaders without
+        state), then continues from the former."""
+        if point is not None and point.epoch_rng is not None:
+            load_rng_state(point.epoch_rng)
+        self.epoch_start_rng = rng_state()
+        batches = iter(self.train_dataloader)
+        for _ in range(skip):
+            next(batches, None)
+        if point is not None and point.rng is not None:
+            load_rng_state(point.rng)
+        return batches
 
     def _set_epoch(self, epoch: int) -> None:
         for obj in (getattr(self.train_dataloader, "sampler", None),
@@ -253,8 +318,16 @@ class Trainer:
         for lg in self.loggers:
             lg.log_metrics(metrics, self.timestamp.batch)
 
+    def _record(self, event: dict[str, Any]) -> None:
+        """A fact for the control plane (resumed, checkpoint_published): metrics.jsonl only."""
+        event["resumption"] = self.env.resumption_index
+        for lg in self.loggers:
+            if isinstance(lg, JSONLinesLogger):
+                lg.log_metrics(event, self.timestamp.batch)
+
     def _published(self, names: list[str]) -> None:
         for name in names:
+            self._record({"event": "checkpoint_published", "checkpoint": name})
             self.callbacks.fire("checkpoint_published", self, name)
 
     def _close(self) -> None:
@@ -282,6 +355,7 @@ class Trainer:
         else:
             self.checkpoints.save(self)
             self._published(self.checkpoints.wait())
+        self._record({"event": "paused", "checkpoint": self.checkpoints.last_saved if self.checkpoints.saver else None})
         self.callbacks.fire("fit_end", self)
         self._close()
         if self.env.is_main:

@@ -34,25 +34,63 @@ def _progress(description: str, unit: str):
         yield update
 
 
+_TOKENIZING = "Tokenizing (LLM Foundry's --concat_tokens)"
+
+
 def convert_cmd(
-    src: str = typer.Argument(..., help="A .jsonl, .csv or .tsv file, or a folder with one sub-folder per class."),
+    src: str = typer.Argument(..., help="A .jsonl, .csv or .tsv file, or a folder with one sub-folder per class "
+                             "(with --tokenizer: .jsonl/.txt files, a folder of them, or a saved HF dataset)."),
     dst: str = typer.Argument(..., help="Output: a local folder or a storage URL (s3://, gs://, file://, ...)."),
     workers: int = typer.Option(1, "--workers", "-w", help="Parallel worker processes."),
     compression: str = typer.Option(None, "--compression", help="zstd, zstd:LEVEL, gz, bz2, br, snappy."),
     size_limit: str = typer.Option("64mb", "--size-limit", help="Shard size limit (bytes or 64mb, 100kb...)."),
-    hashes: str = typer.Option("sha1,xxh64", "--hashes", help="Comma-separated hash algorithms ('' for none)."),
+    hashes: str = typer.Option(None, "--hashes",
+                               help="Comma-separated hash algorithms (default xxh3_64; '' for none)."),
     columns: str = typer.Option(None, "--columns", help="NAME:ENCODING,... (default: inferred)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing dataset at DST."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenize text with this tokenizer.json (or its folder).",
+                                  rich_help_panel=_TOKENIZING),
+    concat_tokens: int = typer.Option(None, "--concat-tokens", help="Tokens per sample (with --tokenizer).",
+                                      rich_help_panel=_TOKENIZING),
+    eos_text: str = typer.Option("", "--eos-text", help="Text appended to every document, e.g. '<|endoftext|>'.",
+                                 rich_help_panel=_TOKENIZING),
+    bos_text: str = typer.Option("", "--bos-text", help="Text put before every document.",
+                                 rich_help_panel=_TOKENIZING),
+    no_wrap: bool = typer.Option(False, "--no-wrap", help="Drop the rest of a document instead of carrying it over.",
+                                 rich_help_panel=_TOKENIZING),
+    keep_remainder: bool = typer.Option(False, "--keep-remainder", help="Write the last, shorter sample too "
+                                        "(dropped by default).", rich_help_panel=_TOKENIZING),
+    text_field: str = typer.Option("text", "--text-field", help="The JSON field or dataset column holding the text.",
+                                   rich_help_panel=_TOKENIZING),
+    split: str = typer.Option(None, "--split", help="The split of a saved Hugging Face DatasetDict.",
+                              rich_help_panel=_TOKENIZING),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Convert JSONL, CSV/TSV or an image folder into an MDS dataset."""
-    from foundry.streaming.convert import convert, parse_columns
+    """Convert JSONL, CSV/TSV or an image folder into an MDS dataset, or tokenize text (--tokenizer)."""
+    from foundry.plugins.errors import ConfigError
 
     _json(json_out)
-    algos = [h.strip() for h in hashes.split(",") if h.strip()]
-    with _progress("converting", "samples") as progress:
-        result = convert(src, dst, columns=parse_columns(columns), compression=compression, hashes=algos,
-                         size_limit=size_limit, workers=workers, exist_ok=overwrite, progress=progress)
+    algos = None if hashes is None else [h.strip() for h in hashes.split(",") if h.strip()]
+    if (tokenizer is None) != (concat_tokens is None):
+        raise ConfigError("--tokenizer and --concat-tokens go together",
+                          hint="e.g. --tokenizer tokenizer.json --concat-tokens 2048")
+    if tokenizer is not None:
+        from foundry.streaming.tools.tokenize_text import TokenizeOptions, tokenize_to_mds
+
+        if workers != 1 or columns:
+            raise ConfigError("--workers and --columns do not apply when tokenizing",
+                              hint="the tokenizer uses its own threads; the column is always tokens:ndarray:int32")
+        opts = TokenizeOptions(tokenizer, concat_tokens, eos_text=eos_text, bos_text=bos_text, no_wrap=no_wrap,
+                               keep_remainder=keep_remainder, text_field=text_field, split=split)
+        with _progress("tokenizing", "samples") as progress:
+            result = tokenize_to_mds(src, dst, opts, compression=compression, hashes=algos, size_limit=size_limit,
+                                     exist_ok=overwrite, progress=progress)
+    else:
+        from foundry.streaming.tools.convert import convert, parse_columns
+
+        with _progress("converting", "samples") as progress:
+            result = convert(src, dst, columns=parse_columns(columns), compression=compression, hashes=algos,
+                             size_limit=size_limit, workers=workers, exist_ok=overwrite, progress=progress)
     data = result.as_dict()
     if not sink.json_mode:
         data["columns"] = ", ".join(f"{k}:{v}" for k, v in result.columns.items())
@@ -66,7 +104,7 @@ def inspect_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Shards, samples, bytes, columns, compression and a few decoded samples."""
-    from foundry.streaming.inspect import inspect_dataset
+    from foundry.streaming.tools.inspect import inspect_dataset
 
     _json(json_out)
     summary = inspect_dataset(url, samples=samples, allow_unsafe_types=allow_unsafe_types)
@@ -87,7 +125,7 @@ def verify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Check every shard: present, right size, every hash, every header. Exits 1 on a bad shard."""
-    from foundry.streaming.verify import verify_dataset
+    from foundry.streaming.tools.verify import verify_dataset
 
     _json(json_out)
     with _progress("verifying", "shards") as progress:

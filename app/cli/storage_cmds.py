@@ -20,7 +20,7 @@ import typer
 
 from foundry.plugins.errors import ConfigError, ObjectNotFoundError
 from foundry.plugins.manager import open_store
-from foundry.plugins.storage import StorageURL, list_one_level, split_parent
+from foundry.plugins.storage import StorageURL, check_key, list_one_level, split_parent
 
 from .output import sink
 
@@ -115,6 +115,8 @@ def plan_copy(src: str, dst: str, recursive: bool) -> list[CopyJob]:
         folder = _folder(src)
         dst_folder = _folder(dst)
         jobs = [CopyJob(folder, o.key, dst_folder, o.key, o.size) for o in folder.list()]
+        for job in jobs:  # listed names are data: all checked before the first byte is written
+            check_key(job.dst_key, job.dst_store.url)
         if jobs:
             return jobs
     src_store, src_key = _object(src)
@@ -200,7 +202,7 @@ def rm(
     sink.json_mode = sink.json_mode or json_out
     if recursive:
         store = _folder(url)
-        keys = [o.key for o in store.list()]
+        keys = [check_key(o.key, store.url) for o in store.list()]  # before the first delete
         if hasattr(store, "delete_many"):
             store.delete_many(keys)
         else:

@@ -103,7 +103,7 @@ def _file_url(path_or_url: str | os.PathLike) -> str:
 
 def inspect_dataset(url: str) -> DatasetSummary:
     """Shards, samples, bytes, columns, compression (index.json only) — `foundry dataset inspect`'s numbers."""
-    from foundry.streaming.inspect import inspect_dataset as _inspect
+    from foundry.streaming.tools.inspect import inspect_dataset as _inspect
 
     info = _inspect(url, samples=0)
     compression = [c for c in info["compression"] if c != "none"]
@@ -119,7 +119,7 @@ def read_samples(url: str, start: int = 0, count: int = 10) -> list[dict[str, An
 
     Columns with an unsafe encoding (pkl) are refused with a DataError, as the dataset refuses them."""
     from foundry.streaming.format import open_shard
-    from foundry.streaming.inspect import fetch_shard, open_dataset_store, read_index
+    from foundry.streaming.tools.inspect import fetch_shard, open_dataset_store, read_index
 
     store = open_dataset_store(url)
     out: list[dict[str, Any]] = []
@@ -141,21 +141,21 @@ def read_samples(url: str, start: int = 0, count: int = 10) -> list[dict[str, An
 
 def verify_dataset(url: str, progress: Progress | None = None) -> list[str]:
     """Check every shard (hashes, sizes, headers), as `foundry dataset verify`; returns the problems."""
-    from foundry.streaming.verify import verify_dataset as _verify
+    from foundry.streaming.tools.verify import verify_dataset as _verify
 
     report = _verify(url, progress=progress)
     return [f"{bad.shard}: {problem}" for bad in report.bad for problem in bad.problems]
 
 
 def convert_to_mds(src: str | Path, dst: str, compression: str | None = None,
-                   hashes: tuple[str, ...] = ("sha1",), size_limit: int | str = "64mb",
+                   hashes: tuple[str, ...] | None = None, size_limit: int | str = "64mb",
                    progress: Callable[[int, int | None], None] | None = None) -> DatasetSummary:
     """Convert a JSONL/CSV file or an image folder into MDS at `dst` (`foundry dataset convert`)."""
-    from foundry.streaming.convert import convert
+    from foundry.streaming.tools.convert import convert
 
     if not Path(src).expanduser().exists():
         raise ConfigError(f"{str(src)!r} does not exist")
     dst = str(dst) if "://" in str(dst) else str(Path(dst).expanduser().absolute())
-    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=list(hashes),
+    convert(str(Path(src).expanduser()), dst, compression=compression, hashes=None if hashes is None else list(hashes),
             size_limit=size_limit, progress=progress)
     return inspect_dataset(_file_url(dst))

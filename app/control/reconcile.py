@@ -11,7 +11,6 @@ on each transition exactly once.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from typing import TYPE_CHECKING
 
@@ -27,21 +26,15 @@ log = logging.getLogger("foundry.control")
 
 
 LAUNCH_GRACE_S = 120.0  # a resumption with no job handle after this long was never launched
-RESUMED_RE = re.compile(r"resumed from checkpoint (\S+)")
 
 
-def _record_resumed_from(cp, run_id: str, idx: int, provider, handle: JobHandle) -> None:
-    """The checkpoint the trainer resumed from, as it says in rank 0's log (first 200 lines)."""
-    try:
-        for n, line in enumerate(provider.logs(handle, follow=False, rank=0)):
-            match = RESUMED_RE.search(line)
-            if match:
-                cp.registry.update_resumption(run_id, idx, resumed_from=match.group(1))
-                return
-            if n > 200:
-                return
-    except Exception as exc:  # best effort: the log may be gone
-        log.debug("no resumed-from for %s/%s: %s", run_id, idx, exc)
+def _record_resumed_from(cp, run, idx: int) -> None:
+    """The checkpoint the trainer resumed from: its structured `resumed` record in metrics.jsonl."""
+    from .run_views import resumed_from
+
+    checkpoint = resumed_from(cp.metrics(run.name)).get(idx)
+    if checkpoint:
+        cp.registry.update_resumption(run.id, idx, resumed_from=checkpoint)
 
 
 def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
@@ -66,6 +59,8 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
                     cp.emit(run.name, "failed", {"resumption": res.index, "reason": reason})
                     actions.append(f"{run.name}: resumption {res.index} failed: launch interrupted")
             continue
+        if not res.resumed_from:  # known as soon as the trainer restored, not only at the end
+            _record_resumed_from(cp, run, res.index)
         try:
             provider = cp.clusters.provider(res.cluster)
             status = provider.status(JobHandle(**handle_data))
@@ -96,7 +91,8 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             continue  # another reconciler got there first
         cp.emit(run.name, state, details)
         actions.append(f"{run.name}: resumption {res.index} {state}")
-        _record_resumed_from(cp, run.id, res.index, provider, JobHandle(**handle_data))
+        if not res.resumed_from:
+            _record_resumed_from(cp, run, res.index)
         if state == JobState.LOST.value and run.retries_used < run.max_retries:
             spec = parse_spec(run.spec)
             place = placement_for(spec, res.cluster, res.devices, res.nodes)

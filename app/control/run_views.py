@@ -124,6 +124,17 @@ def run_checkpoints(cp, run: RunInfo) -> list[CheckpointRow]:
             for e in list_checkpoints(store)]
 
 
+def resumed_from(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Resumption index -> the checkpoint (URL) it resumed from, from the trainer's `resumed` records."""
+    out: dict[int, str] = {}
+    for row in records:
+        if row.get("event") == "resumed" and isinstance(row.get("resumption"), int):
+            checkpoint = row.get("checkpoint_url") or row.get("checkpoint")
+            if isinstance(checkpoint, str):
+                out[row["resumption"]] = checkpoint
+    return out
+
+
 def steps_by_resumption(run: RunInfo, records: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
     """Which steps each resumption covered: (first, last) step logged while it ran.
 
@@ -133,7 +144,7 @@ def steps_by_resumption(run: RunInfo, records: list[dict[str, Any]]) -> dict[int
     starts = [(r.started_at, r.index) for r in run.resumptions if r.started_at is not None]
     for row in records:
         step = row.get("step")
-        if not isinstance(step, int):
+        if not isinstance(step, int) or "event" in row:  # a fact (resumed at ...), not a trained step
             continue
         idx = row.get("resumption")
         if not isinstance(idx, int):

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-from foundry.plugins.errors import ConfigError, ObjectNotFoundError, StorageError
+from foundry.plugins.errors import ObjectNotFoundError, StorageError
 from foundry.plugins.storage import (
     BaseObjectStore,
     Listing,
@@ -19,6 +19,7 @@ from foundry.plugins.storage import (
     ProgressCallback,
     StorageURL,
     atomic_destination,
+    check_key,
     folder_prefix,
 )
 
@@ -35,11 +36,8 @@ class FileStore(BaseObjectStore):
         return cls(StorageURL.parse(url).prefix)
 
     def _path(self, key: str) -> Path:
-        key = key.lstrip("/")
-        path = (self.root / key) if key else self.root
-        if ".." in Path(key).parts:
-            raise ConfigError(f"key {key!r} escapes the store root", hint="use keys without '..'")
-        return path
+        check_key(key, self.url)
+        return (self.root / key) if key else self.root
 
     def _missing(self, key: str) -> ObjectNotFoundError:
         return ObjectNotFoundError(f"no such object: {self.child_url(key)}")
@@ -87,6 +85,7 @@ class FileStore(BaseObjectStore):
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         if not self.root.is_dir():
             return iter(())
+        check_key(prefix, self.url)
         found = []
         # Walk only below the deepest folder the prefix names.
         start = self.root / prefix.rpartition("/")[0] if "/" in prefix else self.root
@@ -131,4 +130,4 @@ class FileStore(BaseObjectStore):
             raise self._missing(key) from None
         if not os.path.isfile(self._path(key)):
             raise self._missing(key)
-        return ObjectInfo(key.lstrip("/"), st.st_size, None, st.st_mtime)
+        return ObjectInfo(key, st.st_size, None, st.st_mtime)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from foundry.plugins.errors import ConfigError, FoundryError
 from foundry.plugins.retry import call_with_retries
-from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, join_key
+from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, check_key, join_key
 
 from . import gcs_errors
 from .remote import RemoteStore
@@ -95,7 +95,7 @@ class GCSStore(RemoteStore):
         return self._bucket
 
     def _key(self, key: str) -> str:
-        return join_key(self.prefix, key)
+        return join_key(self.prefix, check_key(key, self.url))
 
     def _call(self, key: str, fn: Callable[[], T]) -> T:
         url = self.child_url(key)

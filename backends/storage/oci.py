@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from foundry.plugins.errors import ConfigError, CredentialsError, FoundryError
 from foundry.plugins.retry import call_with_retries
-from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, join_key
+from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, check_key, join_key
 
 from . import oci_errors
 from .remote import RemoteStore, TruncatedRead
@@ -91,7 +91,7 @@ class OCIStore(RemoteStore):
         return tuple(sorted((k, v) for k, v in config.items() if isinstance(v, (str, int, float, bool))))
 
     def _key(self, key: str) -> str:
-        return join_key(self.prefix, key)
+        return join_key(self.prefix, check_key(key, self.url))
 
     def _call(self, key: str, fn: Callable[[], T]) -> T:
         url = self.child_url(key)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from foundry.plugins.storage import BaseObjectStore, Listing, ObjectInfo, ProgressCallback, folder_prefix, join_key
+from foundry.plugins.storage import (
+    BaseObjectStore, Listing, ObjectInfo, ProgressCallback, check_key, folder_prefix, join_key,
+)
 
 from .transfer import TransferConfig, parallel_download
 
@@ -22,7 +24,8 @@ class RemoteStore(BaseObjectStore):
     def _list_prefix(self, prefix: str) -> tuple[str, int]:
         """The bucket-level prefix to list for `prefix`, and how many leading characters of each
         returned name to strip to get a store-relative key."""
-        full = join_key(self.prefix, prefix) if prefix else (self.prefix + "/" if self.prefix else "")
+        full = (join_key(self.prefix, check_key(prefix, self.url)) if prefix
+                else (self.prefix + "/" if self.prefix else ""))
         if prefix.endswith("/") and not full.endswith("/"):
             full += "/"
         return full, len(self.prefix) + 1 if self.prefix else 0

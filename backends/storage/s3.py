@@ -19,6 +19,7 @@ from foundry.plugins.storage import (
     ProgressCallback,
     StorageURL,
     atomic_destination,
+    check_key,
     join_key,
 )
 
@@ -72,7 +73,7 @@ class S3Store(RemoteStore):
         return self._client
 
     def _key(self, key: str) -> str:
-        return join_key(self.prefix, key)
+        return join_key(self.prefix, check_key(key, self.url))
 
     def _call(self, key: str, fn: Callable[[], T]) -> T:
         """Run one request (including reading its body) under the retry policy; map errors."""

@@ -100,6 +100,7 @@ def main() -> None:
                       max_duration=f"{int(env.get('STEPS', 40))}ba", save_folder=env["SAVE_URL"],
                       save_interval="1000ba", autoresume=True, device="cpu", seed=17,
                       run_dir=str(run_dir), callbacks=[recorder], progress_bar=False, console_log_interval=5)
+    trainer.resume()  # restore now (fit() would), so the timeline keeps checkpoint load before "trainer ready"
     timeline["trainer_ready"] = time.time()
     if trainer.checkpoints.resumed_from:
         print(f"resumed from checkpoint {trainer.checkpoints.resumed_from}", flush=True)

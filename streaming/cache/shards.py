@@ -17,6 +17,7 @@ from typing import Any, Sequence
 from filelock import FileLock
 
 from foundry.plugins.errors import DataError, FoundryError, StorageError
+from foundry.streaming.format.hashing import check_shard_file
 
 FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128", "xxh32")
 _STATE_DIR = ".foundry"
@@ -140,6 +141,10 @@ class ShardCache:
             if i in self._ready and path.exists():
                 return path
             if self._complete(i):
+                for f in self.files(i):  # on disk already, so not checked on the way in (integrity)
+                    check_shard_file(self.local / f.raw_basename, f.raw_hashes or {}, shard=f.raw_basename,
+                                     dataset=self.name, requested=self.validate_hash,
+                                     stamps=self.state_dir / "verified")
                 self._ready.add(i)
                 return path
             if self.remote is None:

@@ -6,12 +6,12 @@ The reading API the dataset uses: `load_index`, `ShardInfo`, `open_shard`, `deco
 
 from .compression import compress, compress_file, decompress, decompress_file, is_compression, parse_compression
 from .encodings import Encoding, decode, encode, encoding_names, get_encoding, is_encoding, register_encoding
-from .hashing import hash_algorithms, hash_bytes, hash_file, is_hash, verify_file
+from .hashing import check_shard_file, hash_algorithms, hash_bytes, hash_file, is_hash, verify_file
 from .index import INDEX_BASENAME, ShardFile, ShardInfo, dump_index, load_index, shard_basename
 from .reader import MDSShardReader, ShardReader, SplitShardReader, open_shard
 
 __all__ = [
-    "INDEX_BASENAME", "Encoding", "MDSShardReader", "ShardFile", "ShardInfo", "ShardReader",
+    "INDEX_BASENAME", "Encoding", "check_shard_file", "MDSShardReader", "ShardFile", "ShardInfo", "ShardReader",
     "SplitShardReader", "compress", "compress_file", "decode", "decompress", "decompress_file",
     "dump_index", "encode", "encoding_names", "get_encoding", "hash_algorithms", "hash_bytes",
     "hash_file", "is_compression", "is_encoding", "is_hash", "load_index", "open_shard",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import pickle
 import struct
+import threading
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Callable
@@ -197,10 +198,6 @@ def is_encoding(encoding: str) -> bool:
         return False
 
 
-def is_encoding_safe(encoding: str) -> bool:
-    return get_encoding(encoding).safe
-
-
 def encode(encoding: str, obj: Any) -> bytes:
     if isinstance(obj, bytes):
         return obj
@@ -211,15 +208,19 @@ def decode(encoding: str, data: bytes) -> Any:
     return get_encoding(encoding).decode(data)
 
 
-def encoded_size(encoding: str) -> int | None:
-    return get_encoding(encoding).size
-
-
+# The image and ndarray encodings register themselves when their modules are first imported. The
+# flag is set only after that import has finished, under a lock: a thread that saw it early would
+# look up "ndarray" before it exists (`dataset verify` decodes in a thread pool).
 _builtins_loaded = False
+_builtins_lock = threading.RLock()  # re-entrant: a module being imported may ask for an encoding
 
 
 def _load_builtin_modules() -> None:
     global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        from . import encodings_image, encodings_ndarray  # noqa: F401  (they register themselves)
+    if _builtins_loaded:
+        return
+    with _builtins_lock:
+        if not _builtins_loaded:
+            from . import encodings_image, encodings_ndarray  # noqa: F401  (they register themselves)
+
+            _builtins_loaded = True

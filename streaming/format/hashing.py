@@ -6,7 +6,7 @@ import hashlib
 import os
 from typing import Any, Callable
 
-from foundry.plugins.errors import ConfigError
+from foundry.plugins.errors import ConfigError, DataError
 
 _CHUNK = 1 << 20
 XXHASH_ALGOS = ("xxh32", "xxh64", "xxh3_64", "xxh3_128", "xxh128")
@@ -60,3 +60,57 @@ def verify_file(path: str | os.PathLike, expected: dict[str, str]) -> bool:
     if not known:
         return True
     return hash_file(path, list(known)) == known
+
+
+# Fastest first: what a reader checks when the caller did not name an algorithm.
+FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128", "xxh32")
+
+
+def pick_hash(hashes: dict[str, str], requested: str | bool | None = None) -> str | None:
+    """The algorithm to check: `requested` if a name, none if False, else the fastest recorded."""
+    if requested is False or not hashes:
+        return None
+    if isinstance(requested, str):
+        if requested not in hashes:
+            raise DataError(f"validate_hash={requested!r} but index.json only records {sorted(hashes)}",
+                            hint="pick one of those, or validate_hash=None")
+        return requested
+    return next((h for h in FAST_HASHES if h in hashes), None)
+
+
+def check_shard_file(path: str | os.PathLike, hashes: dict[str, str], *, shard: str, dataset: str,
+                     requested: str | bool | None = None, stamps: str | os.PathLike | None = None) -> None:
+    """Raise a DataError naming the shard unless the local file matches its recorded hash.
+
+    Called where a shard becomes visible to readers without having been checked on the way in (a
+    file already on disk). With `stamps` (a folder), a match is remembered per file, keyed by inode,
+    size and mtime, so the other processes of a node skip the work; a rewritten or replaced file is
+    checked again (bit rot under an unchanged mtime is left to `foundry dataset verify`).
+    """
+    algo = pick_hash(hashes, requested)
+    if algo is None:
+        return
+    st = os.stat(path)
+    stamp = f"{algo}:{hashes[algo]}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    stamp_path = os.path.join(stamps, shard.replace("/", "__") + ".ok") if stamps is not None else None
+    if stamp_path is not None:
+        try:
+            with open(stamp_path) as f:
+                if f.read() == stamp:
+                    return
+        except OSError:
+            pass
+    got = hash_file(path, [algo])[algo]
+    if got != hashes[algo]:
+        raise DataError(f"shard {shard} of {dataset} is corrupt ({algo} {got}, index.json says {hashes[algo]})",
+                        hint="restore that file (or delete it so it is downloaded again); "
+                             "`foundry dataset verify` checks every shard")
+    if stamp_path is not None:
+        try:
+            os.makedirs(stamps, exist_ok=True)
+            tmp = f"{stamp_path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(stamp)
+            os.replace(tmp, stamp_path)
+        except OSError:
+            pass  # a read-only dataset folder: every process checks, nothing is remembered

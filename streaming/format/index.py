@@ -74,6 +74,28 @@ class ShardInfo:
         return sum(f.remote_bytes for f in self.files)
 
 
+class UnsafeShardName(DataError):
+    """A file name in index.json that could reach outside the dataset folder."""
+
+    exit_code = 2
+
+
+def check_basename(name: Any, where: str) -> str:
+    """A shard file name from data, refused unless it stays inside the dataset folder.
+
+    mosaicml-streaming writes `shard.00000.mds[.zstd]`, or `sub/dir/shard...` for merged
+    indexes: a relative "/"-separated path. Refused: absolute paths, "..", "." and empty parts,
+    backslashes, control characters, parts starting with "." (the cache's own files and
+    temporaries are dot-names), and index.json itself.
+    """
+    parts = name.split("/") if isinstance(name, str) else []
+    if (not parts or name.startswith("/") or "\\" in name or any(ord(c) < 32 for c in name)
+            or any(not p or p.startswith(".") for p in parts) or name == INDEX_BASENAME):
+        raise UnsafeShardName(f"{where} names the file {name!r}, which is not a plain relative path",
+                              hint="refusing to touch it; regenerate index.json with a Foundry or mosaic writer")
+    return name
+
+
 def _file(entry: dict, raw_key: str, zip_key: str, where: str) -> ShardFile:
     raw = entry.get(raw_key)
     if not isinstance(raw, dict) or "basename" not in raw or "bytes" not in raw:
@@ -82,18 +104,18 @@ def _file(entry: dict, raw_key: str, zip_key: str, where: str) -> ShardFile:
     if zipped is not None and (not isinstance(zipped, dict) or "basename" not in zipped):
         raise DataError(f"{where}: malformed {zip_key!r}")
     return ShardFile(
-        raw_basename=raw["basename"],
+        raw_basename=check_basename(raw["basename"], f"{where} {raw_key}"),
         raw_bytes=int(raw["bytes"]),
         raw_hashes=dict(raw.get("hashes") or {}),
-        zip_basename=zipped["basename"] if zipped else None,
+        zip_basename=check_basename(zipped["basename"], f"{where} {zip_key}") if zipped else None,
         zip_bytes=int(zipped["bytes"]) if zipped else None,
         zip_hashes=dict(zipped.get("hashes") or {}) if zipped else None,
     )
 
 
-def shard_info(entry: dict[str, Any], position: int = 0) -> ShardInfo:
-    """Parse one shard entry of index.json."""
-    where = f"index.json shard {position}"
+def shard_info(entry: dict[str, Any], position: int = 0, source: str | None = None) -> ShardInfo:
+    """Parse one shard entry of index.json (`source`: the dataset, for messages)."""
+    where = f"{_index_name(source)} shard {position}"
     if not isinstance(entry, dict):
         raise DataError(f"{where} is not an object")
     if entry.get("version") != 2:
@@ -143,8 +165,16 @@ def shard_info(entry: dict[str, Any], position: int = 0) -> ShardInfo:
     )
 
 
-def load_index(data: bytes | str | dict) -> list[ShardInfo]:
-    """Parse index.json (bytes, text or an already-parsed dict); DataError unless version 2."""
+def _index_name(source: str | None) -> str:
+    return f"{source.rstrip('/')}/{INDEX_BASENAME}" if source else INDEX_BASENAME
+
+
+def load_index(data: bytes | str | dict, source: str | None = None) -> list[ShardInfo]:
+    """Parse index.json (bytes, text or an already-parsed dict); DataError unless version 2.
+
+    Every file name in it is checked here (`check_basename`), before anything touches the file
+    system; `source` (the dataset's URL or folder) names it in errors.
+    """
     if isinstance(data, (bytes, bytearray, str)):
         try:
             obj = json.loads(data)
@@ -159,7 +189,7 @@ def load_index(data: bytes | str | dict) -> list[ShardInfo]:
             f"unsupported index.json version {obj.get('version')!r}",
             hint="Foundry reads version 2 (mosaicml-streaming >= 0.5); rewrite older datasets",
         )
-    return [shard_info(entry, i) for i, entry in enumerate(obj["shards"])]
+    return [shard_info(entry, i, source) for i, entry in enumerate(obj["shards"])]
 
 
 def dump_index(entries: list[dict[str, Any]]) -> bytes:

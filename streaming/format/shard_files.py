@@ -100,9 +100,13 @@ def write_split_files(
 
 def finish_file(
     local_dir: str, raw_basename: str, raw_info: dict[str, Any], compression: str | None,
-    algos: list[str], keep_raw: bool,
+    algos: list[str],
 ) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
-    """Compress the raw file if asked; returns (raw_data, zip_data, basename to upload)."""
+    """Compress the raw file if asked; returns (raw_data, zip_data, basename to upload).
+
+    A compressed shard keeps only its compressed file, as mosaicml-streaming's writer does: the
+    raw file exists only in a reader's cache.
+    """
     raw_info["basename"] = raw_basename
     if not compression:
         return raw_info, None, raw_basename
@@ -113,6 +117,5 @@ def finish_file(
     zip_path = os.path.join(local_dir, zip_basename)
     compress_file(compression, raw_path, zip_path)
     zip_info = {"basename": zip_basename, "bytes": os.path.getsize(zip_path), "hashes": hash_file(zip_path, algos)}
-    if not keep_raw:
-        os.unlink(raw_path)
+    os.unlink(raw_path)
     return raw_info, zip_info, zip_basename

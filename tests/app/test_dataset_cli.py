@@ -54,7 +54,7 @@ def test_convert_inspect_verify_jsonl(capsys, tmp_path, jsonl):
     code, out, _ = foundry(capsys, "dataset", "inspect", str(dst), "--json", "-n", "2")
     summary = json.loads(out)
     assert summary["samples"] == 500 and summary["shards"] == result["shards"]
-    assert summary["hashes"] == ["sha1", "xxh64"] and summary["compression"] == ["none"]
+    assert summary["hashes"] == ["xxh3_64"] and summary["compression"] == ["none"]  # the fast default
     assert [c["name"] for c in summary["columns"]] == ["id", "score", "tags", "text"]
     assert summary["samples_preview"] == rows[:2]
 
@@ -119,7 +119,7 @@ def test_verify_names_a_corrupt_or_missing_shard(capsys, tmp_path, jsonl):
     (dst / shards[2].raw_basename).unlink()
     code, out, err = foundry(capsys, "dataset", "verify", str(dst))
     assert code == 1
-    assert f"bad shard {shards[1].raw_basename}: {shards[1].raw_basename}: sha1 mismatch" in err
+    assert f"bad shard {shards[1].raw_basename}: {shards[1].raw_basename}: xxh3_64 mismatch" in err
     assert f"bad shard {shards[2].raw_basename}" in err and "cannot fetch" in err
     code, out, _ = foundry(capsys, "dataset", "verify", str(dst), "--json")
     report = json.loads(out)

@@ -148,3 +148,41 @@ def test_pickle_is_flagged_unsafe():
     assert not get_encoding("pkl").safe
     assert all(get_encoding(n).safe for n in encoding_names() if n not in ("pkl", "test_upper"))
     assert pickle.loads(encode("pkl", [1])) == [1]
+
+
+# A fresh interpreter (the built-ins must not be loaded yet) in which importing the image module
+# takes a while, as it does on a cold disk; many threads then ask for an ndarray encoding at once.
+_RACE = r"""
+import importlib.abc, sys, threading, time
+
+class SlowImage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "foundry.streaming.format.encodings_image":
+            time.sleep(0.3)
+        return None
+
+sys.meta_path.insert(0, SlowImage())
+from foundry.streaming.format.encodings import get_encoding
+
+barrier, failures = threading.Barrier(16), []
+
+def ask():
+    barrier.wait()
+    try:
+        get_encoding("ndarray:int64")
+    except Exception as exc:
+        failures.append(repr(exc))
+
+threads = [threading.Thread(target=ask) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(failures), failures[:1])
+"""
+
+
+def test_builtin_encodings_register_once_under_many_threads():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("0 "), out

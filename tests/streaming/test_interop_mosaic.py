@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry.streaming.convert import convert
+from foundry.streaming.tools.convert import convert
 from foundry.streaming.format import decompress_file, dump_index, load_index, open_shard, verify_file
 from foundry.streaming.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 

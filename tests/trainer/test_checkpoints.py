@@ -41,6 +41,7 @@ def test_corrupt_latest_falls_back_with_warning(tmp_path):
     state.write_bytes(state.read_bytes()[:-10] + b"0123456789")  # same size, wrong bytes
     with pytest.warns(UserWarning, match="falling back"):
         t = make(tmp_path, folder, steps=8, autoresume=True)
+        t.resume()
     assert t.checkpoints.resumed_from == "ep0-ba4" and t.timestamp.batch == 4
 
 
@@ -53,6 +54,7 @@ def test_partial_checkpoint_is_never_loaded(tmp_path):
     store = open_store(str(folder))
     assert [e.name for e in store_ops.list_checkpoints(store) if not e.complete] == ["ep0-ba9"]
     t = make(tmp_path, folder, steps=5, autoresume=True)
+    t.resume()
     assert t.checkpoints.resumed_from == "ep0-ba4"
     t.fit()
     assert store_ops.read_latest(store)["checkpoint"] == "ep0-ba5"
@@ -69,9 +71,9 @@ def test_save_overwrite_and_run_name_keying(tmp_path):
     folder = tmp_path / "ck"
     make(tmp_path, folder, steps=2).fit()
     with pytest.raises(CheckpointError, match="already holds checkpoints"):
-        make(tmp_path, folder, steps=2)
+        make(tmp_path, folder, steps=2).resume()
     with pytest.raises(CheckpointError, match="run 'ck'"):
-        make(tmp_path, folder, steps=2, run_name="other", autoresume=True)
+        make(tmp_path, folder, steps=2, run_name="other", autoresume=True).resume()
     make(tmp_path, folder, steps=3, save_interval="3ba", save_overwrite=True).fit()
     assert [e.name for e in store_ops.list_checkpoints(open_store(str(folder)))] == ["ep0-ba3"]
 
@@ -81,9 +83,11 @@ def test_save_folder_template_and_load_path_to_one_checkpoint(tmp_path):
     first = make(tmp_path, template, steps=4, run_name="a").fit()
     url = f"file://{tmp_path}/a/checkpoints/ep0-ba2"
     t = make(tmp_path, str(tmp_path / "b"), steps=4, run_name="b", load_path=url)
+    t.resume()
     assert t.checkpoints.resumed_from == "ep0-ba2" and t.timestamp.batch == 2
     w = make(tmp_path, str(tmp_path / "c"), steps=4, run_name="c", load_path=f"file://{tmp_path}/a/checkpoints",
              load_weights_only=True)
+    w.resume()
     assert w.timestamp.batch == 0
     for key, value in params(first).items():
         assert torch.equal(w.raw_model.state_dict()[key], value)
@@ -94,6 +98,7 @@ def test_sharded_layout_roundtrip_in_process(tmp_path):
     ref = make(tmp_path, tmp_path / "ref", steps=6, save_interval="100ba").fit()
     make(tmp_path, folder, steps=3, checkpoint_layout="sharded").fit()
     t = make(tmp_path, folder, steps=6, checkpoint_layout="sharded", autoresume=True)
+    t.resume()
     assert t.checkpoints.resumed_from == "ep0-ba3"
     t.fit()
     for key, value in params(ref).items():

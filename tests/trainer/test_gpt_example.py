@@ -27,6 +27,7 @@ def test_prep_train_checkpoint_resume(tmp_path):
     save = f"file://{tmp_path}/ckpt/{{run_name}}"
     build_trainer(data, save, max_duration="3ba", **kw).fit()
     t = build_trainer(data, save, max_duration="4ba", autoresume=True, save_overwrite=False, **kw)
+    t.resume()
     assert t.checkpoints.resumed_from == "ep0-ba3"
     t.fit()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -132,8 +132,8 @@ def test_loggers_json_lines_and_plain_console(tmp_path):
 def test_trainer_config_errors_are_clear(tmp_path):
     model = torch.nn.Linear(2, 1)
     kwargs = dict(run_name="x", model=model, train_dataloader=[], device="cpu", run_dir=str(tmp_path))
-    with pytest.raises(ConfigError, match="loss"):
-        Trainer(max_duration="1ba", **kwargs)
+    with pytest.raises(ConfigError, match="not a loss"):  # found at the first batch: forward may return the loss
+        Trainer(max_duration="1ba", **dict(kwargs, train_dataloader=[torch.randn(4, 2)])).fit()
     with pytest.raises(ConfigError, match="invalid time"):
         Trainer(max_duration="ten batches", loss_fn=torch.nn.functional.mse_loss, **kwargs)
     with pytest.raises(ConfigError, match="checkpoint_layout"):

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundry.plugins.errors import CheckpointError
+from foundry.plugins.errors import CheckpointError, ConfigError
+from foundry.plugins.storage import check_key
 
 LATEST = "latest"
 MANIFEST = "manifest.json"
@@ -77,9 +78,16 @@ class Manifest:
         try:
             raw = json.loads(data)
             raw["files"] = [FileEntry(**f) for f in raw.get("files", [])]
-            return cls(**raw)
+            manifest = cls(**raw)
         except (ValueError, TypeError, KeyError) as exc:
             raise CheckpointError(f"unreadable checkpoint manifest {where}: {exc}") from None
+        for entry in manifest.files:  # names from a bucket: each is joined onto a local folder
+            try:
+                check_key(entry.key, where)
+            except ConfigError:
+                raise CheckpointError(f"checkpoint manifest {where} names the file {entry.key!r}, "
+                                      "which escapes the checkpoint folder", hint="refusing to load it") from None
+        return manifest
 
     @property
     def total_bytes(self) -> int:

@@ -1,8 +1,10 @@
 """Finding, downloading (verified) and restoring a checkpoint.
 
-`load_path` / `save_folder` may name a save folder (with `latest`) or one checkpoint folder (with
-manifest.json), at any storage URL. Full checkpoints load on any world size; sharded ones are
-resharded by torch.distributed.checkpoint on load.
+`load_path` / `save_folder` may name a save folder (with `latest`), one checkpoint folder (with
+manifest.json), or one file: a file inside a checkpoint folder means that checkpoint; any other
+single file (a Composer checkpoint, a torch.save'd state dict) gives model weights only. Full
+checkpoints load on any world size; sharded ones are resharded by torch.distributed.checkpoint
+on load. Every file is loaded with weights_only=True (see safe.py).
 """
 
 from __future__ import annotations
@@ -14,56 +16,102 @@ from typing import Any
 
 import torch
 
-from foundry.plugins.errors import CheckpointError
+from foundry.plugins.errors import CheckpointError, ObjectNotFoundError
 from foundry.plugins.manager import open_store
 from foundry.plugins.storage import split_parent
 
 from . import store_ops
 from .format import MANIFEST, Manifest
+from .safe import check_dcp_metadata, load_file
 from .state import apply_model_optim_state, model_optim_state
+
+FILE_LAYOUT = "file"  # a single weights file, not a Foundry checkpoint folder
 
 
 def open_checkpoint_source(url: str):
-    """(store of the save folder, checkpoint name or None for 'the latest loadable')."""
+    """(store of the save folder, checkpoint name or None for 'the latest loadable', file name or None)."""
     store = open_store(url)
     if store.exists(MANIFEST):
         parent, name = split_parent(store.url if "://" in url else url)
-        return open_store(parent), name
-    return store, None
+        return open_store(parent), name, None
+    if store_ops.read_latest(store) is not None or store_ops.list_checkpoints(store):
+        return store, None, None
+    try:
+        parent_url, fname = split_parent(store.url)
+    except Exception:
+        return store, None, None
+    parent = open_store(parent_url)
+    if not parent.exists(fname):
+        return store, None, None
+    if parent.exists(MANIFEST):  # a file inside one checkpoint's folder: that checkpoint
+        folder_parent, name = split_parent(parent.url)
+        return open_store(folder_parent), name, None
+    return parent, None, fname
 
 
-def download(url: str, dest_root: Path) -> tuple[Manifest, Path] | None:
-    """Download the checkpoint `url` names (verified), or the newest loadable one of a save folder.
-
-    None when a save folder holds no checkpoint at all."""
-    store, name = open_checkpoint_source(url)
+def download(url: str, dest_root: Path) -> tuple[Manifest, Path, str] | None:
+    """Download the checkpoint `url` names (verified), or the newest loadable one of a save folder:
+    (manifest, local folder, its URL). None when a save folder holds no checkpoint at all."""
+    store, name, fname = open_checkpoint_source(url)
     shutil.rmtree(dest_root, ignore_errors=True)
+    if fname is not None:
+        dest = dest_root / "file"
+        try:
+            store.get_file(fname, dest / fname)
+        except ObjectNotFoundError:
+            raise CheckpointError(f"no checkpoint file at {url}") from None
+        manifest = Manifest(name=fname, run_name="", layout=FILE_LAYOUT, world_size=0, timestamp={})
+        return manifest, dest, store.child_url(fname)
     if name is not None:
         dest = dest_root / name
-        return store_ops.download_verified(store, name, dest), dest
+        return store_ops.download_verified(store, name, dest), dest, store.child_url(name)
     found = store_ops.download_loadable(store, dest_root)
     if found is None and any(True for _ in store_ops.list_checkpoints(store)):
         raise CheckpointError(f"no loadable checkpoint in {store.url}: every one is incomplete or corrupt")
-    return found
+    if found is None:
+        return None
+    manifest, folder = found
+    return manifest, folder, store.child_url(manifest.name)
+
+
+def _model_weights(obj: Any, where: str) -> dict[str, torch.Tensor]:
+    """The model state dict inside a single checkpoint file (Composer's, Foundry's, or bare)."""
+    for candidate in (obj.get("state", {}).get("model") if isinstance(obj.get("state"), dict) else None,
+                      obj.get("model"), obj):
+        if isinstance(candidate, dict) and candidate and all(isinstance(v, torch.Tensor) for v in candidate.values()):
+            return {k.removeprefix("module."): v for k, v in candidate.items()}
+    raise CheckpointError(f"{where} holds no model state dict",
+                          hint="give a Foundry checkpoint folder, a Composer checkpoint, or a torch.save'd state_dict")
 
 
 def restore(manifest: Manifest, folder: Path, model, optimizers: list, rank: int, world_size: int,
-            weights_only: bool = False) -> dict[str, Any]:
-    """Load model (+ optimizer) state; return the extra state (timestamp, schedulers, RNG, data)."""
+            weights_only: bool = False) -> dict[str, Any] | None:
+    """Load model (+ optimizer) state; return the extra state (timestamp, schedulers, RNG, data),
+    None for a single weights file."""
+    where = f"checkpoint {manifest.name}"
+    if manifest.layout == FILE_LAYOUT:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        obj = load_file(folder / manifest.name, where)
+        weights = _model_weights(obj if isinstance(obj, dict) else {}, where)
+        set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True))
+        return None
     full = manifest.layout == "full"
     if full:
-        state = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
+        state = load_file(folder / "state.pt", f"{where} (state.pt)")
     else:
         import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
+        check_dcp_metadata(folder, where)
         state = model_optim_state(model, optimizers, full=False)
         if weights_only:
             state = {"model": state["model"]}
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
-        dcp.load(state, checkpoint_id=str(folder), no_dist=not (dist.is_available() and dist.is_initialized()))
+        with warnings.catch_warnings():  # single process: DCP's "torch.distributed is disabled" is expected
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, checkpoint_id=str(folder), no_dist=not (dist.is_available() and dist.is_initialized()))
     apply_model_optim_state(model, [] if weights_only else optimizers, state, full=full)
-    extra = torch.load(folder / "extra.pt", map_location="cpu", weights_only=False)
+    extra = load_file(folder / "extra.pt", f"{where} (extra.pt)")
     if manifest.world_size != world_size:
         warnings.warn(f"checkpoint {manifest.name} was written by {manifest.world_size} rank(s), loading on "
                       f"{world_size}: RNG streams are reassigned, data continues from the global position",

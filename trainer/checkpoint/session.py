@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,20 @@ from .. import dist as fdist
 from ..seeding import rng_state
 from . import loader, store_ops
 from .saver import CheckpointSaver
+from .safe import to_safe
 from .state import HostBuffers, dataloader_stateful, model_optim_state, to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where the loop picks up. RNG states to restore: `epoch_rng` right before the epoch's
+    iter(), `rng` after it (and after skipping `fast_forward` batches of a loader without state)."""
+
+    epoch_rng: dict | None
+    rng: dict | None
+    fast_forward: int
 
 
 class CheckpointSession:
@@ -33,6 +45,8 @@ class CheckpointSession:
         self.saver: CheckpointSaver | None = None
         self.resumed_from: str | None = None
         self.last_saved: str | None = None
+        self.events: list[dict[str, Any]] = []  # structured records for metrics.jsonl (taken by the Trainer)
+        self._published: list[str] = []  # published while a save waited for the previous upload
         self.buffers = HostBuffers(pin=_cuda_available())
         if self.store is not None:
             group = None
@@ -46,7 +60,7 @@ class CheckpointSession:
                 keep_staging=not self.store.url.startswith("file://"), ckpt_group=group)
 
     # -- resume --------------------------------------------------------------------------------
-    def resume(self, trainer) -> dict[str, Any] | None:
+    def resume(self, trainer) -> ResumePoint | None:
         """Restore trainer state from the checkpoint this run should start from; None if fresh."""
         dest = self.staging / "_load" / f"rank{self.env.rank}"
         found, weights_only = None, False
@@ -61,10 +75,10 @@ class CheckpointSession:
                 found = loader.download(self.cfg.load_path, dest)
                 if found is None:
                     raise CheckpointError(f"no checkpoint at load_path {self.cfg.load_path}")
-                weights_only = self.cfg.load_weights_only
+                weights_only = self.cfg.load_weights_only or found[0].layout == loader.FILE_LAYOUT
         if found is None:
             return None
-        manifest, folder = found
+        manifest, folder, source_url = found
         try:
             extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
                                    self.env.world_size, weights_only=weights_only)
@@ -72,7 +86,11 @@ class CheckpointSession:
             shutil.rmtree(dest, ignore_errors=True)
         self.resumed_from = manifest.name
         log.info("resumed from checkpoint %s (batch %s)", manifest.name, manifest.timestamp.get("batch"))
-        if weights_only:
+        self.events.append({"event": "resumed", "checkpoint": manifest.name, "checkpoint_url": source_url,
+                            "checkpoint_batch": manifest.timestamp.get("batch"),
+                            "checkpoint_world_size": manifest.world_size,
+                            "checkpoint_resumption": manifest.resumption_index, "weights_only": weights_only})
+        if weights_only or extra is None:
             return None
         same_world = manifest.world_size == self.env.world_size
         for sched, state in zip(trainer.schedulers, extra["schedulers"]):
@@ -84,9 +102,18 @@ class CheckpointSession:
         data_state = loader.rank_entry(extra["dataloader"], self.env.rank, same_world)
         if stateful is not None and data_state is not None:
             stateful.load_state_dict(data_state)
-        return {"rng": loader.rank_entry(extra["rng"], self.env.rank, same_world),
-                "fast_forward": 0 if (stateful is not None and data_state is not None)
-                else trainer.timestamp.batch_in_epoch}
+        if same_world and extra.get("microbatch_size") and trainer.runner.auto:
+            trainer.runner.size = int(extra["microbatch_size"])  # what 'auto' had settled on
+        rng = loader.rank_entry(extra["rng"], self.env.rank, same_world)
+        fast_forward = 0 if (stateful is not None and data_state is not None) else trainer.timestamp.batch_in_epoch
+        if trainer.timestamp.batch_in_epoch == 0:  # taken at an epoch's end: before the next iter()
+            return ResumePoint(epoch_rng=rng, rng=None, fast_forward=0)
+        epoch_rng = loader.rank_entry(extra.get("epoch_rng") or [], self.env.rank, same_world)
+        return ResumePoint(epoch_rng=epoch_rng, rng=rng, fast_forward=fast_forward)
+
+    def take_events(self) -> list[dict[str, Any]]:
+        events, self.events = self.events, []
+        return events
 
     def _check_overwrite(self) -> None:
         if self.store is None:
@@ -115,14 +142,17 @@ class CheckpointSession:
 
         def collect():
             mo = model_optim_state(trainer.model, trainer.optimizers, full=full)
-            mine = {"rng": rng_state(), "dataloader": stateful.state_dict() if stateful is not None else None}
+            mine = {"rng": rng_state(), "epoch_rng": trainer.epoch_start_rng,
+                    "dataloader": stateful.state_dict() if stateful is not None else None}
             per_rank = fdist.all_gather_object(mine, self.env)
             extra = {
                 "timestamp": trainer.timestamp.state_dict(),
                 "schedulers": [s.state_dict() for s in trainer.schedulers],
                 "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
                 "rng": [r["rng"] for r in per_rank],
+                "epoch_rng": [r["epoch_rng"] for r in per_rank],
                 "dataloader": [r["dataloader"] for r in per_rank],
+                "microbatch_size": trainer.runner.size,
                 "run_name": self.cfg.run_name,
                 "resumption_index": self.env.resumption_index,
                 "world_size": self.env.world_size,
@@ -133,21 +163,28 @@ class CheckpointSession:
                 import torch
 
                 torch.cuda.synchronize()
-            return state, to_host(extra)
+            return state, to_safe(to_host(extra), "the checkpoint's extra state")
 
         meta = {"timestamp": trainer.timestamp.state_dict(), "resumption_index": self.env.resumption_index,
                 "config": trainer.resolved_config}
+        # The saver waits for the previous upload first; what that wait published is reported by
+        # the next poll()/wait(), so checkpoint_published fires for every checkpoint.
+        self._published += self.saver.wait()
         self.last_saved = self.saver.save(trainer.timestamp.state_dict(), collect, meta)
         return self.last_saved
 
+    def _take_published(self, new: list[str]) -> list[str]:
+        done, self._published = self._published + new, []
+        return done
+
     def poll(self) -> list[str]:
-        return self.saver.poll() if self.saver else []
+        return self._take_published(self.saver.poll() if self.saver else [])
 
     def wait(self) -> list[str]:
         """Block until the in-flight checkpoint is published on every rank."""
         done = self.saver.wait() if self.saver else []
         fdist.barrier(self.env)
-        return done
+        return self._take_published(done)
 
 
 def _tensors(tree):

@@ -63,13 +63,25 @@ def model_optim_state(model, optimizers: list, full: bool) -> dict[str, Any]:
 
 
 def apply_model_optim_state(model, optimizers: list, state: dict[str, Any], full: bool) -> None:
-    if not optimizers:
+    if not optimizers or not state["optim"].get("state"):
         from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
         set_model_state_dict(model, state["model"], options=StateDictOptions(full_state_dict=full))
+        if optimizers:  # stateless (plain SGD): set_state_dict asserts on it; only hyperparameters to restore
+            _load_param_groups(optimizers, state["optim"].get("param_groups", []))
         return
     set_state_dict(model, optimizers, model_state_dict=state["model"], optim_state_dict=state["optim"],
                    options=StateDictOptions(full_state_dict=full, broadcast_from_rank0=False))
+
+
+def _load_param_groups(optimizers: list, saved: list[dict[str, Any]]) -> None:
+    """Hyperparameters (lr, ...) of every group, in order: the saved groups are the optimizers'
+    groups concatenated, as get_state_dict lists them."""
+    groups = [g for opt in optimizers for g in opt.param_groups]
+    if len(groups) != len(saved):
+        raise ValueError(f"checkpoint has {len(saved)} optimizer parameter groups, the optimizers have {len(groups)}")
+    for group, values in zip(groups, saved):
+        group.update({k: v for k, v in values.items() if k != "params"})
 
 
 def dataloader_stateful(loader) -> Any:

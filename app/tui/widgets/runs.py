@@ -33,13 +33,15 @@ class RunTable(LiveTable):
 
 
 class ResumptionTimeline(Static):
-    """One line per resumption: index, cluster, devices, state, the steps it covered as a bar."""
+    """One line per resumption: index, cluster, devices, state, the checkpoint it resumed from (when
+    any did), the steps it covered as a bar."""
 
     def show(self, resumptions: Sequence[Any], spans: dict[int, tuple[int, int]], max_steps: int | None,
              now: float) -> None:
         top = max([max_steps or 0] + [hi for _, hi in spans.values()]) or 1
         table = Table(box=None, expand=True, show_header=True, pad_edge=False)
-        for col in ("#", "cluster", "dev", "state", "steps", "took"):
+        resumed = any(getattr(r, "resumed_from", None) for r in resumptions)
+        for col in ("#", "cluster", "dev", "state", "steps", "took") + (("resumed from",) if resumed else ()):
             table.add_column(col, no_wrap=True)
         table.add_column("timeline", ratio=1, no_wrap=True)
         width = 30
@@ -52,7 +54,8 @@ class ResumptionTimeline(Static):
                 bar.append("█" * (b - a), style=fmt.STATUS_STYLE.get(r.state, "white"))
             steps = f"{lo}-{hi}" if lo is not None else "-"
             took = fmt.duration(((r.ended_at or now) - r.started_at) if r.started_at else None)
-            table.add_row(str(r.index), r.cluster, str(r.devices), status_text(r.state), steps, took, bar)
+            origin = ((r.resumed_from or "-").rstrip("/").rsplit("/", 1)[-1],) if resumed else ()
+            table.add_row(str(r.index), r.cluster, str(r.devices), status_text(r.state), steps, took, *origin, bar)
         self.update(table if resumptions else "no resumptions yet")
 
 

@@ -76,3 +76,27 @@ def test_entry_point_options():
     args = parse_args(["--readonly", "--home", "/tmp/h"])
     assert args.readonly and args.home == "/tmp/h"
     assert not parse_args([]).readonly
+
+
+def test_resumption_timeline_names_the_checkpoint_each_resumption_resumed_from():
+    from foundry.app.control.models import Resumption
+    from foundry.app.tui.widgets.runs import ResumptionTimeline
+
+    class _TimelineApp(App):
+        def compose(self):
+            yield ResumptionTimeline("", id="timeline")
+
+    rows = [Resumption(0, "local", "local", 1, 1, "paused", started_at=0.0, ended_at=5.0),
+            Resumption(1, "hpc", "slurm", 1, 2, "running", started_at=6.0,
+                       resumed_from="s3://bucket/run/checkpoints/ep0-ba12")]
+
+    async def body():
+        app = _TimelineApp()
+        async with app.run_test(size=(160, 10)) as pilot:
+            timeline = app.query_one(ResumptionTimeline)
+            timeline.show(rows, {0: (1, 12), 1: (13, 20)}, 40, now=10.0)
+            await pilot.pause()
+            screen = app.export_screenshot().replace("&#160;", " ")
+            assert "resumed from" in screen and "ep0-ba12" in screen
+
+    asyncio.run(body())

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from foundry.plugins.errors import ObjectNotFoundError
+from foundry.plugins.errors import ConfigError, ObjectNotFoundError
 from foundry.plugins.manager import open_store
 
 MiB = 1 << 20
@@ -100,3 +100,25 @@ def test_get_file_of_missing_key_writes_nothing(root_url, tmp_path):
     with pytest.raises(ObjectNotFoundError):
         store.get_file("missing.bin", tmp_path / "dl" / "missing.bin")
     assert not (tmp_path / "dl" / "missing.bin").exists()
+
+
+ESCAPING_KEYS = ["/etc/passwd", "../outside.bin", "a/../../outside.bin", "a/..", "nul\x00byte"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("key", ESCAPING_KEYS)
+def test_keys_that_escape_the_root_are_refused(root_url, tmp_path, key):
+    url, options = root_url
+    store = open_store(url, options)
+    store.put("inside.bin", b"ok")
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"payload")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    calls = [lambda: store.get(key), lambda: store.get_range(key, 0, 1), lambda: store.put(key, b"x"),
+             lambda: store.put_file(key, src), lambda: store.get_file(key, tmp_path / "dl.bin"),
+             lambda: store.head(key), lambda: store.delete(key), lambda: list(store.list(key))]
+    for call in calls:
+        with pytest.raises(ConfigError, match="escapes the store root"):
+            call()
+    assert [o.key for o in store.list()] == ["inside.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

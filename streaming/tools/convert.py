@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -17,8 +16,8 @@ from typing import Any, Callable
 from foundry.plugins.errors import ConfigError, DataError
 
 from .convert_sources import Part, detect_kind, infer_columns, samples, split
-from .format.index import INDEX_BASENAME, dump_index, load_index
-from .writer import MDSWriter
+from ..format.index import INDEX_BASENAME, dump_index, load_index
+from ..writer import MDSWriter
 
 # progress(done, total): samples written so far and the expected total (None when unknown).
 ConvertProgress = Callable[[int, "int | None"], None]
@@ -155,7 +154,8 @@ def _convert_parallel(parts, dst, columns, options, counter, ctx) -> list[dict]:
             shutil.rmtree(dst)
     names = [f"part-{i:05}" for i in range(len(parts))]
     with ProcessPoolExecutor(len(parts), mp_context=ctx, initializer=_init_worker, initargs=(counter,)) as pool:
-        futures = [pool.submit(_write_part, part, _join(dst, name), columns, options) for part, name in zip(parts, names)]
+        futures = [pool.submit(_write_part, part, _join(dst, name), columns, options)
+                   for part, name in zip(parts, names)]
         results = [f.result() for f in futures]
     merged = []
     for name, entries in zip(names, results):

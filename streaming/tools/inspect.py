@@ -15,9 +15,10 @@ import numpy as np
 
 from foundry.plugins.errors import DataError, ObjectNotFoundError
 
-from .format.compression import decompress_file
-from .format.index import INDEX_BASENAME, ShardInfo, load_index
-from .format.reader import open_shard
+from ..format.compression import decompress_file
+from ..format.hashing import check_shard_file
+from ..format.index import INDEX_BASENAME, ShardInfo, load_index
+from ..format.reader import open_shard
 
 
 def open_dataset_store(url: str):
@@ -31,15 +32,17 @@ def read_index(store) -> list[ShardInfo]:
         data = store.get(INDEX_BASENAME)
     except ObjectNotFoundError:
         raise DataError(f"no index.json at {store.url}", hint="is this the dataset's root folder?") from None
-    return load_index(data)
+    return load_index(data, store.url)
 
 
 def fetch_shard(store, info: ShardInfo, workdir: str) -> list[str]:
-    """Download a shard's files into `workdir`, decompressed; returns their local raw paths."""
+    """Download a shard's files into `workdir`, checked against their fastest recorded hash and
+    decompressed; returns their local raw paths. A corrupt file raises rather than previewing garbage."""
     paths = []
     for f in info.files:
         remote_local = os.path.join(workdir, f.remote_basename)
         store.get_file(f.remote_basename, remote_local)
+        check_shard_file(remote_local, f.remote_hashes or {}, shard=f.remote_basename, dataset=store.url)
         raw_local = os.path.join(workdir, f.raw_basename)
         if f.zip_basename:
             decompress_file(info.compression, remote_local, raw_local)
@@ -107,14 +110,14 @@ def inspect_dataset(url: str, samples: int = 3, allow_unsafe_types: bool = False
 
 
 def has_unsafe_columns(info: ShardInfo) -> bool:
-    from .format.encodings import get_encoding
+    from ..format.encodings import get_encoding
 
     return info.format == "mds" and any(not get_encoding(e).safe for e in info.column_encodings)
 
 
 def _safe_sample(reader, info: ShardInfo, i: int) -> dict[str, Any]:
     """A sample with unsafe columns shown as their size only (never unpickled)."""
-    from .format.encodings import get_encoding
+    from ..format.encodings import get_encoding
 
     raw = reader.get_sample_bytes(i)
     sizes = [s for s in info.column_sizes]
@@ -124,6 +127,7 @@ def _safe_sample(reader, info: ShardInfo, i: int) -> dict[str, Any]:
     for name, enc, size in zip(info.column_names, info.column_encodings, sizes):
         size = next(var) if size is None else size
         data = raw[pos:pos + size]
-        out[name] = f"<{enc}: {size} bytes, not decoded>" if not get_encoding(enc).safe else get_encoding(enc).decode(data)
+        codec = get_encoding(enc)
+        out[name] = codec.decode(data) if codec.safe else f"<{enc}: {size} bytes, not decoded>"
         pos += size
     return out

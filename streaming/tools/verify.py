@@ -16,10 +16,10 @@ import numpy as np
 
 from foundry.plugins.errors import FoundryError
 
-from .format.compression import decompress_file
-from .format.hashing import hash_file
-from .format.index import ShardInfo
-from .format.reader import open_shard
+from ..format.compression import decompress_file
+from ..format.hashing import hash_file
+from ..format.index import ShardInfo
+from ..format.reader import open_shard
 from .inspect import has_unsafe_columns, open_dataset_store, read_index
 
 

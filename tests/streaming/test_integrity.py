@@ -1,0 +1,97 @@
+"""Integrity by default (issue 15.7): MDSWriter records a fast hash, a flipped bit is refused
+wherever a shard enters the loader (downloaded, or already on disk) and `dataset verify` names it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from foundry.app.cli.main import main
+from foundry.plugins.errors import DataError
+from foundry.streaming import MDSWriter, StreamingDataset
+from foundry.streaming.format import load_index
+
+N = 200
+
+
+def _write(out, compression=None):
+    with MDSWriter(out=str(out), columns={"id": "int", "text": "str"}, compression=compression, size_limit=2000) as w:
+        for i in range(N):
+            w.write({"id": i, "text": f"sample {i} " * 5})
+    return load_index((out / "index.json").read_bytes())
+
+
+def _flip_last_byte(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01  # one bit, in the last sample's payload: the header stays sound
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_the_writer_records_xxh3_64_by_default(tmp_path, compression):
+    for info in _write(tmp_path / "ds", compression):
+        assert info.hashes == ["xxh3_64"] and set(info.raw_hashes) == {"xxh3_64"}
+        assert compression is None or set(info.zip_hashes) == {"xxh3_64"}
+    # opting out, as mosaic's default
+    with MDSWriter(out=str(tmp_path / "plain"), columns={"a": "int"}, hashes=[]) as w:
+        w.write({"a": 1})
+    assert load_index((tmp_path / "plain" / "index.json").read_bytes())[0].hashes == []
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_flipped_bit_in_the_remote_is_refused_on_download(tmp_path, compression):
+    shards = _write(tmp_path / "remote", compression)
+    _flip_last_byte(tmp_path / "remote" / shards[1].remote_basename)
+    ds = StreamingDataset(remote=str(tmp_path / "remote"), local=str(tmp_path / "cache"), batch_size=4)
+    assert [ds[i]["id"] for i in range(shards[0].samples)] == list(range(shards[0].samples))
+    with pytest.raises(DataError, match=f"shard {shards[1].remote_basename} .* corrupt"):
+        list(ds)
+    assert not (tmp_path / "cache" / shards[1].raw_basename).exists()  # never made visible
+
+
+def test_a_flipped_bit_on_disk_is_refused_when_read(tmp_path):
+    shards = _write(tmp_path / "ds")
+    bad = tmp_path / "ds" / shards[2].raw_basename
+    _flip_last_byte(bad)
+    ds = StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)
+    with pytest.raises(DataError, match=f"shard {shards[2].raw_basename} of .* is corrupt"):
+        list(ds)
+    with pytest.raises(DataError, match="corrupt"):
+        ds[shards[0].samples + shards[1].samples]  # the first sample of that shard
+    # opting out reads the bytes as they are, as mosaic does
+    assert len(list(StreamingDataset(local=str(tmp_path / "ds"), batch_size=4, validate_hash=False))) == N
+
+
+def test_a_checked_file_is_checked_again_once_rewritten(tmp_path):
+    shards = _write(tmp_path / "ds")
+    assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)] == list(range(N))
+    stamps = tmp_path / "ds" / ".foundry" / "verified"
+    assert sorted(p.name for p in stamps.iterdir()) == sorted(s.raw_basename + ".ok" for s in shards)
+    bad = tmp_path / "ds" / shards[0].raw_basename
+    _flip_last_byte(bad)
+    st = bad.stat()
+    os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(DataError, match="corrupt"):
+        StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)[0]
+
+
+def test_dataset_verify_names_the_flipped_shard(tmp_path, capsys):
+    shards = _write(tmp_path / "ds", "zstd")
+    _flip_last_byte(tmp_path / "ds" / shards[3].remote_basename)
+    with pytest.raises(SystemExit) as exit_:
+        main(["dataset", "verify", str(tmp_path / "ds"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert exit_.value.code == 1
+    assert [b["shard"] for b in report["bad_shards"]] == [shards[3].remote_basename]
+    assert any("xxh3_64 mismatch" in p for p in report["bad_shards"][0]["problems"])
+
+
+def test_dataset_inspect_refuses_to_preview_a_corrupt_shard(tmp_path, capsys):
+    shards = _write(tmp_path / "ds")
+    _flip_last_byte(tmp_path / "ds" / shards[0].raw_basename)
+    with pytest.raises(SystemExit) as exit_:
+        main(["dataset", "inspect", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and f"shard {shards[0].raw_basename} of " in err and "is corrupt" in err
