@@ -18,8 +18,8 @@ from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
 from .iterator import EpochPlan, iterate
-from .plan import (SHUFFLE_ALGOS, OrderConfig, choose_counts, epoch_order, locate, make_layout, padded_length,
-                   rank_batches, worker_samples)
+from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
+                   locate, make_layout, rank_ids, rank_length, stream_choose, worker_ids)
 from .readers import ReaderPool
 from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
@@ -28,23 +28,26 @@ from .topology import Topology
 
 
 class StreamingDataset(IterableDataset):
-    """Samples of one or more MDS datasets, in an order fixed by (seed, epoch, canonical nodes,
-    global batch), downloaded once per node into a local cache.
+    """Samples of one or more MDS datasets in mosaicml-streaming 0.13's order (the same arguments
+    give the same samples on every rank, see docs/sample-order.md), downloaded once per node into
+    a local cache.
 
     - remote/local/split: the dataset (any registered URL scheme) and its cache folder (default: a
       per-remote folder under the temp dir); or `streams=[Stream(...), ...]` to mix several.
     - batch_size: the per-device batch; pass the DataLoader's. The global batch (batch_size x world
       size) is part of the order, so the same global batches come out for any ranks/workers.
-    - shuffle, shuffle_seed, shuffle_algo ("py1e" default, "py1b", "py1s", "naive"),
+    - shuffle, shuffle_seed, shuffle_algo ("py1e" default, "py1br", "py1s", "py2s", "naive"),
       shuffle_block_size: see `plan/shuffle.py`. num_canonical_nodes defaults to the number of
-      physical nodes of the first run (saved in the state, reused on resume).
+      physical nodes of the first run (64 x that for py1s/py2s; saved in the state, reused on
+      resume). partition_algo: "relaxed" (default) or "orig", see `plan/partition.py`.
     - predownload: samples to fetch ahead (default max(8 x batch, two shards)); cache_limit: bytes
       or "10gb", least recently used re-downloadable shards are evicted; validate_hash: an
       algorithm name, False for none, None for the fastest xxhash the index carries (sizes are
       always checked). download_retry, download_timeout: per shard.
     - epoch_size, sampling_method ("balanced" redraws partial streams every epoch, "fixed" keeps the
-      draw): see `plan/sampling.py`. allow_unsafe_types: permit pickle columns.
-    - An epoch is padded to a multiple of the global batch by repeating its last samples.
+      draw), sampling_granularity: see `plan/sampling.py`. allow_unsafe_types: permit pickle columns.
+    - One process reads every sample of an epoch once; several ranks repeat a few samples so that
+      every rank reads as many (at most ranks - 1, as mosaic does).
     """
 
     def __init__(
@@ -69,6 +72,10 @@ class StreamingDataset(IterableDataset):
         allow_unsafe_types: bool = False,
         sampling_method: str = "balanced",
         download_threads: int = 4,
+        sampling_granularity: int = 1,
+        partition_algo: str = "relaxed",
+        batching_method: str = "random",
+        replication: int | None = None,
         **unused: Any,
     ):
         if unused:
@@ -76,8 +83,20 @@ class StreamingDataset(IterableDataset):
 
             warnings.warn(f"StreamingDataset ignores {', '.join(sorted(unused))} (mosaicml-streaming options "
                           "Foundry does not need)", stacklevel=2)
-        if shuffle_algo not in SHUFFLE_ALGOS:
-            raise ConfigError(f"unknown shuffle_algo {shuffle_algo!r}", hint=f"use one of {', '.join(SHUFFLE_ALGOS)}")
+        check_algo(shuffle_algo)
+        if batching_method != "random":
+            raise ConfigError(f"batching_method {batching_method!r} is not supported",
+                              hint="use the default 'random' (mosaic's default); stratified and per-stream batches are not implemented")
+        if replication not in (None, 1):
+            raise ConfigError("replication is not supported", hint="leave replication unset")
+        if int(shuffle_seed) < 0:
+            raise ConfigError(f"shuffle_seed must be a non-negative integer, got {shuffle_seed}")
+        if int(sampling_granularity) <= 0:
+            raise ConfigError(f"sampling_granularity must be positive, got {sampling_granularity}")
+        if partition_algo not in PARTITION_ALGOS:
+            raise ConfigError(f"unknown partition_algo {partition_algo!r}", hint=f"use one of {', '.join(PARTITION_ALGOS)}")
+        if sampling_method not in SAMPLING_METHODS:
+            raise ConfigError(f"unknown sampling_method {sampling_method!r}", hint=f"use one of {', '.join(SAMPLING_METHODS)}")
         if batch_size is not None and int(batch_size) <= 0:
             raise ConfigError(f"batch_size must be positive, got {batch_size}")
         if streams:
@@ -94,6 +113,8 @@ class StreamingDataset(IterableDataset):
         self.num_canonical_nodes = num_canonical_nodes
         self.predownload = predownload
         self.sampling_method = sampling_method
+        self.sampling_granularity = int(sampling_granularity)
+        self.partition_algo = partition_algo
         self.allow_unsafe_types = allow_unsafe_types
         self._download_threads = max(1, int(download_threads))
 
@@ -115,13 +136,15 @@ class StreamingDataset(IterableDataset):
         self._needs_work = any(c.needs_work for c in self._caches)
         self._locator = ShardLocator(self._caches)
         stream_totals = [sum(x) for x in sizes]
-        choose = choose_counts(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
-                               [s.choose for s in self.streams], parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size)
+        choose = stream_choose(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
+                               [s.choose for s in self.streams],
+                               parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size, self.shuffle_seed)
         self._layout = make_layout(sizes, choose.tolist())
         self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
         self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
         self._counter = EpochCounter()
-        self._order_cache: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._work_cache: tuple[tuple, np.ndarray] | None = None
+        self._len_cache: tuple[tuple, int] | None = None
         self._initial_physical_nodes: int | None = None
         self._resume_global_batch: int | None = None
         self.fingerprint = self._fingerprint()
@@ -134,13 +157,18 @@ class StreamingDataset(IterableDataset):
 
     @property
     def size(self) -> int:
-        """Samples one epoch takes before padding."""
+        """Samples one epoch takes (streams' proportion/repeat/choose, epoch_size), before the few
+        repeats canonical nodes and ranks may need."""
         return self._layout.epoch_samples
 
     def __len__(self) -> int:
-        """Samples this rank yields per epoch (including padding to the global batch)."""
+        """Samples this rank yields in a whole epoch (what iterating from the epoch's start yields)."""
         topo = Topology.detect()
-        return padded_length(self.size, self._global_batch(topo)) // topo.world_size
+        cfg, world = self._order_config(), self._world(topo, workers=1)
+        key = (cfg, world, topo.rank)
+        if self._len_cache is None or self._len_cache[0] != key:
+            self._len_cache = (key, rank_length(self._layout, cfg, world, topo.node, topo.rank % topo.local_world_size))
+        return self._len_cache[1]
 
     # ---- random access ------------------------------------------------------------------------
     def __getitem__(self, index: int) -> Any:
@@ -174,9 +202,7 @@ class StreamingDataset(IterableDataset):
 
     def _epoch_plan(self, topo: Topology, epoch: int, start: int) -> EpochPlan:
         """What this rank's worker reads this epoch, from global sample `start` on: all the hot loop sees."""
-        g = self._global_batch(topo)
-        batches = rank_batches(self._epoch_order(epoch, g), g, topo.world_size, topo.rank, start)
-        shards, offsets = locate(worker_samples(batches, topo.worker_id, topo.num_workers), self._layout.shard_offsets)
+        shards, offsets = locate(self._worker_sample_ids(topo, epoch, start), self._layout.shard_offsets)
         return EpochPlan(shards, offsets, window=self._predownload_samples(), prefetch=self._needs_work,
                          threads=self._download_threads)
 
@@ -184,31 +210,44 @@ class StreamingDataset(IterableDataset):
         """When the ranks of this node use each shard: the eviction order under cache_limit."""
         if self._evictor.limit is None:
             return None
-        g = self._global_batch(topo)
-        order = self._epoch_order(epoch, g)
-        first = topo.node * topo.local_world_size
-        ranks = [locate(rank_batches(order, g, topo.world_size, r, start).reshape(-1), self._layout.shard_offsets)[0]
-                 for r in range(first, first + topo.local_world_size)]
-        return UseSchedule.build(ranks, g // topo.world_size, topo.worker_id, topo.num_workers)
+        work = self._epoch_work(topo, epoch, start)
+        ranks = [locate(rank_ids(work, topo.node, r), self._layout.shard_offsets)[0]
+                 for r in range(topo.local_world_size)]
+        return UseSchedule.build(ranks, self._global_batch(topo) // topo.world_size, topo.worker_id,
+                                 topo.num_workers)
 
     def _canonical_nodes(self) -> int:
         if self.num_canonical_nodes is not None:
             return int(self.num_canonical_nodes)
         if self._initial_physical_nodes is None:
             self._initial_physical_nodes = Topology.detect().num_nodes
-        return self._initial_physical_nodes
+        return self._initial_physical_nodes * (64 if self.shuffle_algo in ("py1s", "py2s") else 1)
 
     def _global_batch(self, topo: Topology) -> int:
         return (self.batch_size or 1) * topo.world_size
 
-    def _epoch_order(self, epoch: int, global_batch: int) -> np.ndarray:
-        key = (epoch, global_batch, self._canonical_nodes())
-        if self._order_cache is None or self._order_cache[0] != key:
-            cfg = OrderConfig(seed=self.shuffle_seed, shuffle=self.shuffle, algo=self.shuffle_algo,
-                              block_size=self.shuffle_block_size, num_canonical_nodes=key[2],
-                              global_batch=global_batch, sampling_method=self.sampling_method)
-            self._order_cache = (key, epoch_order(self._layout, cfg, epoch))
-        return self._order_cache[1]
+    @staticmethod
+    def _world(topo: Topology, workers: int | None = None) -> WorldShape:
+        return WorldShape(topo.num_nodes, topo.local_world_size, topo.num_workers if workers is None else workers)
+
+    def _order_config(self) -> OrderConfig:
+        return OrderConfig(seed=self.shuffle_seed, shuffle=self.shuffle, algo=self.shuffle_algo,
+                           block_size=self.shuffle_block_size, num_canonical_nodes=self._canonical_nodes(),
+                           batch_size=self.batch_size or 1, partition_algo=self.partition_algo,
+                           sampling_method=self.sampling_method, sampling_granularity=self.sampling_granularity,
+                           initial_physical_nodes=self._initial_physical_nodes)
+
+    def _worker_sample_ids(self, topo: Topology, epoch: int, start: int) -> np.ndarray:
+        """The global sample ids this rank's DataLoader worker yields from `start` of `epoch`."""
+        return worker_ids(self._epoch_work(topo, epoch, start), topo.node, topo.rank % topo.local_world_size,
+                          topo.worker_id)
+
+    def _epoch_work(self, topo: Topology, epoch: int, start: int) -> np.ndarray:
+        """The whole world's sample ids of `epoch` from `start` (plan.epoch_work), cached per epoch."""
+        key = (self._order_config(), self._world(topo), epoch, start)
+        if self._work_cache is None or self._work_cache[0] != key:
+            self._work_cache = (key, epoch_work(self._layout, key[0], key[1], epoch, start))
+        return self._work_cache[1]
 
     def _predownload_samples(self) -> int:
         if self.predownload is not None:
@@ -224,8 +263,10 @@ class StreamingDataset(IterableDataset):
     # ---- state --------------------------------------------------------------------------------
     def _fingerprint(self) -> str:
         parts = [[[x.raw_basename, int(x.samples)] for x in c.shards] for c in self._caches]
-        blob = json.dumps({"shards": parts, "choose": list(self._layout.choose),
-                           "sampling": self.sampling_method}, sort_keys=True).encode()
+        facts = {"shards": parts, "choose": list(self._layout.choose), "sampling": self.sampling_method}
+        if self.sampling_granularity != 1:  # only then, so that older states keep loading
+            facts["granularity"] = self.sampling_granularity
+        blob = json.dumps(facts, sort_keys=True).encode()
         return hashlib.sha1(blob).hexdigest()
 
     def state_dict(self, num_samples: int | None = None, from_beginning: bool = True) -> dict[str, Any]:
@@ -237,7 +278,7 @@ class StreamingDataset(IterableDataset):
         epoch, start, _ = self._counter.position()
         consumed = int(num_samples or 0) if from_beginning else start + int(num_samples or 0)
         g = self._global_batch(topo)
-        return build_state(epoch, consumed, padded_length(self.size, g),
+        return build_state(epoch, consumed, epoch_length(self._layout, self._order_config(), self._world(topo, 1)),
                            num_canonical_nodes=self._canonical_nodes(), shuffle_seed=self.shuffle_seed,
                            initial_physical_nodes=self._initial_physical_nodes or topo.num_nodes,
                            global_batch_size=g, fingerprint=self.fingerprint)
@@ -254,7 +295,7 @@ class StreamingDataset(IterableDataset):
             self.num_canonical_nodes = int(state["num_canonical_nodes"])
         self._resume_global_batch = state.get("global_batch_size")
         epoch, sample = int(state["epoch"]), int(state["sample_in_epoch"])
-        length = padded_length(self.size, int(state.get("global_batch_size") or self._global_batch(topo)))
+        length = epoch_length(self._layout, self._order_config(), self._world(topo, 1))
         if length and sample >= length:
             epoch, sample = epoch + 1, 0
         self._counter.resume(epoch, sample)

@@ -55,13 +55,18 @@ def wait(cp, name: str, until, timeout: float = 600):
 
 
 def steps_of(run_dir: Path, resumption: int) -> dict[int, dict]:
-    """step -> {"ids": global batch ids in rank order, "loss"} for one resumption."""
+    """step -> {"ids": global batch ids in global order, "loss"} for one resumption. The ranks of
+    one node read positions r, r + R, r + 2R, ... of each global batch (mosaic's layout)."""
     per_step: dict[int, dict] = {}
     for path in sorted(run_dir.glob(f"samples-r{resumption}-rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[1])):
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            entry = per_step.setdefault(row["step"], {"ids": [], "loss": row["loss"]})
-            entry["ids"] += row["ids"]
+            entry = per_step.setdefault(row["step"], {"ranks": [], "loss": row["loss"]})
+            entry["ranks"].append(row["ids"])
+    for entry in per_step.values():
+        ranks = entry.pop("ranks")
+        entry["ids"] = [r[j] for j in range(len(ranks[0])) for r in ranks] if len({len(r) for r in ranks}) == 1 \
+            else [i for r in ranks for i in r]  # uneven last batches: only the set compares
     return per_step
 
 

@@ -1,22 +1,24 @@
-"""Pure planning: which sample each rank and worker reads, in which order. numpy only, no I/O."""
+"""Pure planning: which sample each node, rank and worker reads, in which order: mosaicml-streaming
+0.13's order, reproduced exactly. numpy only, no I/O."""
 
 from .epoch import (
     Layout,
     OrderConfig,
-    chunk_sizes,
-    epoch_order,
-    epoch_samples,
+    epoch_length,
+    epoch_positions,
+    epoch_work,
     locate,
     make_layout,
-    padded_length,
-    rank_batches,
-    worker_samples,
+    rank_ids,
+    rank_length,
+    worker_ids,
 )
-from .sampling import SAMPLING_METHODS, choose_counts, sample_stream
-from .shuffle import SHUFFLE_ALGOS, default_block_size
+from .partition import PARTITION_ALGOS, WorldShape, interleave_ranks, partition
+from .sampling import SAMPLING_METHODS, resample, shard_choose, stream_choose
+from .shuffle import SHUFFLE_ALGOS, check_algo, default_block_size, shuffle_positions
 
 __all__ = [
-    "Layout", "OrderConfig", "SAMPLING_METHODS", "SHUFFLE_ALGOS", "choose_counts", "chunk_sizes",
-    "default_block_size", "epoch_order", "epoch_samples", "locate", "make_layout", "padded_length",
-    "rank_batches", "sample_stream", "worker_samples",
+    "Layout", "OrderConfig", "PARTITION_ALGOS", "SAMPLING_METHODS", "SHUFFLE_ALGOS", "WorldShape", "check_algo",
+    "default_block_size", "epoch_length", "epoch_positions", "epoch_work", "interleave_ranks", "locate", "make_layout", "partition",
+    "rank_ids", "rank_length", "resample", "shard_choose", "shuffle_positions", "stream_choose", "worker_ids",
 ]

@@ -1,19 +1,15 @@
-"""The global sample order of one epoch: a pure function of the data layout, the seed, the epoch,
-the canonical node count and the global batch size. No I/O, no topology.
+"""One epoch's plan: which sample every node, rank and DataLoader worker reads, in which order.
+A pure function of the data layout, the seed, the epoch, the canonical node count, the world shape
+and the per-device batch size; the same as mosaicml-streaming 0.13's 'random' batching:
 
-Layout: `shard_offsets` (length S+1) gives each shard's first global sample id; streams own
-contiguous shard ranges. The order is built in five steps:
+1. `sampling.resample`: the epoch's positions (big ids) and the sample each one reads;
+2. `partition.partition`: positions per node/rank/worker/batch (-1 = nothing), after dropping the
+   `sample_in_epoch` positions already consumed;
+3. with shuffle, `shuffle.shuffle_positions` permutes the positions first.
 
-1. every stream picks its samples for the epoch (`sampling.sample_stream`);
-2. with shuffle, whole shard groups are permuted (so a shard is read in one place);
-3. padding: when the epoch length N is not a multiple of the global batch G, the last
-   `ceil(N/G)*G - N` samples of that sequence are appended again (documented padding: those
-   samples are seen twice in that epoch);
-4. the sequence is cut into `num_canonical_nodes` contiguous spans, each shuffled on its own;
-5. global batch k takes the k-th chunk of every span, spans in order (chunk sizes G//C or +1).
-
-With world size W dividing G, rank r reads columns [r*G/W, (r+1)*G/W) of every global batch; when
-W equals C each rank reads exactly one span, so each node downloads only its spans' shards.
+The global sequence of global batches depends only on (data, seed, epoch, canonical nodes, global
+batch); the world shape decides which rank reads which position of a global batch (see
+partition.py). A single process reads every sample of the epoch exactly once.
 """
 
 from __future__ import annotations
@@ -25,10 +21,9 @@ import numpy as np
 
 from foundry.plugins.errors import ConfigError
 
-from .sampling import rng_for, sample_stream
-from .shuffle import default_block_size, shuffle_groups, shuffle_span
-
-_SHARDS_KEY, _SPAN_KEY = 0x51A4D, 0x5BA11
+from .partition import WorldShape, epoch_total, keeps_first_run_batches, partition
+from .sampling import resample
+from .shuffle import check_algo, default_block_size, shuffle_positions
 
 
 @dataclass(frozen=True)
@@ -47,86 +42,82 @@ class Layout:
     def epoch_samples(self) -> int:
         return int(sum(self.choose))
 
+    @property
+    def shard_sizes(self) -> np.ndarray:
+        return np.diff(self.shard_offsets)
+
 
 @dataclass(frozen=True)
 class OrderConfig:
+    """Everything besides the layout and the world that decides an epoch's order (mosaic's names)."""
+
     seed: int = 9176
     shuffle: bool = False
     algo: str = "py1e"
     block_size: int | None = None
     num_canonical_nodes: int = 1
-    global_batch: int = 1
+    batch_size: int = 1  # per device
+    partition_algo: str = "relaxed"
     sampling_method: str = "balanced"
+    sampling_granularity: int = 1
+    initial_physical_nodes: int | None = None
+
+    def check(self) -> None:
+        check_algo(self.algo)
+        if self.batch_size <= 0 or self.num_canonical_nodes <= 0:
+            raise ConfigError("batch_size and num_canonical_nodes must be positive")
+        if self.seed < 0:
+            raise ConfigError(f"shuffle_seed must be a non-negative integer, got {self.seed}")
 
 
-def padded_length(n: int, global_batch: int) -> int:
-    if n <= 0:
-        return 0
-    return -(-n // global_batch) * global_batch
+def epoch_positions(layout: Layout, cfg: OrderConfig, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(shuffle units, sample id per big id) of `epoch`."""
+    return resample(layout.shard_sizes, layout.stream_shards, layout.choose, cfg.sampling_granularity,
+                    cfg.seed, epoch, cfg.sampling_method, cfg.shuffle)
 
 
-def chunk_sizes(global_batch: int, num_canonical_nodes: int) -> np.ndarray:
-    q, r = divmod(global_batch, num_canonical_nodes)
-    return np.array([q + (1 if c < r else 0) for c in range(num_canonical_nodes)], dtype=np.int64)
+def epoch_work(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch: int, sample_in_epoch: int = 0) -> np.ndarray:
+    """Sample ids as (nodes, ranks per node, workers per rank, batches per worker, batch size);
+    -1 where a worker reads nothing. Positions before `sample_in_epoch` are left out."""
+    cfg.check()
+    units, sample_of = epoch_positions(layout, cfg, epoch)
+    big = partition(cfg.partition_algo, len(sample_of), cfg.num_canonical_nodes, world, cfg.batch_size,
+                    sample_in_epoch, cfg.initial_physical_nodes)
+    if cfg.shuffle:
+        block = cfg.block_size if cfg.block_size is not None else default_block_size(cfg.num_canonical_nodes)
+        perm = shuffle_positions(cfg.algo, units, cfg.num_canonical_nodes, cfg.seed, epoch, block)
+        big = np.where(big != -1, perm[big], -1)
+    if np.array_equal(sample_of, np.arange(len(sample_of))):  # every sample once, in id order
+        return big
+    return np.where(big != -1, sample_of[big], -1)
 
 
-def epoch_samples(layout: Layout, cfg: OrderConfig, epoch: int) -> np.ndarray:
-    """Step 1: the sorted global ids every stream contributes to `epoch` (with repeats)."""
-    parts = []
-    for s, ((first, end), choose) in enumerate(zip(layout.stream_shards, layout.choose)):
-        base = int(layout.shard_offsets[first])
-        n = int(layout.shard_offsets[end]) - base
-        parts.append(sample_stream(n, choose, cfg.seed, epoch, s, cfg.sampling_method) + base)
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+def worker_ids(work: np.ndarray, node: int, rank_of_node: int, worker: int) -> np.ndarray:
+    """What one DataLoader worker (0 without workers) of one rank yields, in order."""
+    ids = work[node, rank_of_node, worker].reshape(-1)
+    return ids[ids != -1]
 
 
-def epoch_order(layout: Layout, cfg: OrderConfig, epoch: int) -> np.ndarray:
-    """The whole global order of `epoch`, length a multiple of the global batch."""
-    if cfg.global_batch <= 0 or cfg.num_canonical_nodes <= 0:
-        raise ConfigError("global batch size and num_canonical_nodes must be positive")
-    ids = epoch_samples(layout, cfg, epoch)
-    if cfg.shuffle and len(ids):
-        shard_of = np.searchsorted(layout.shard_offsets, ids, side="right") - 1
-        ids = shuffle_groups(ids, shard_of, rng_for(cfg.seed, _SHARDS_KEY, epoch))
-    n, g, c = len(ids), cfg.global_batch, cfg.num_canonical_nodes
-    total = padded_length(n, g)
-    if total > n:
-        pad = total - n
-        ids = np.concatenate([ids, np.tile(ids, -(-pad // n))[-pad:]])
-    k = total // g
-    chunks = chunk_sizes(g, c)
-    out = np.empty(total, dtype=np.int64)
-    grid = out.reshape(k, g) if total else out.reshape(0, g)
-    block = cfg.block_size or default_block_size(c)
-    start, col = 0, 0
-    for node, width in enumerate(chunks.tolist()):
-        span = ids[start:start + width * k]
-        if cfg.shuffle:
-            span = shuffle_span(span, cfg.algo, block, rng_for(cfg.seed, _SPAN_KEY, epoch, node))
-        grid[:, col:col + width] = span.reshape(k, width)
-        start += width * k
-        col += width
-    return out
+def rank_ids(work: np.ndarray, node: int, rank_of_node: int) -> np.ndarray:
+    """What one rank yields through a DataLoader: its workers' batches in turn."""
+    ids = work[node, rank_of_node].transpose(1, 0, 2).reshape(-1)
+    return ids[ids != -1]
 
 
-def rank_batches(order: np.ndarray, global_batch: int, world_size: int, rank: int, start: int = 0) -> np.ndarray:
-    """This rank's per-device batches as a (batches, batch) array, skipping the first `start`
-    global samples. A partial final global batch (only after a mid-batch resume) is padded with
-    the first samples of what remains."""
-    if global_batch % world_size:
-        raise ConfigError(f"global batch {global_batch} is not divisible by world size {world_size}")
-    rest = order[start:]
-    total = padded_length(len(rest), global_batch)
-    if total > len(rest):
-        rest = np.concatenate([rest, np.tile(rest, -(-(total - len(rest)) // len(rest)))[: total - len(rest)]])
-    per = global_batch // world_size
-    return rest.reshape(-1, global_batch)[:, rank * per:(rank + 1) * per]
+def epoch_length(layout: Layout, cfg: OrderConfig, world: WorldShape) -> int:
+    """Samples all ranks read together in a whole epoch (a few repeats when the ranks need them)."""
+    return epoch_total(layout.epoch_samples, cfg.num_canonical_nodes, world, cfg.initial_physical_nodes,
+                       cfg.partition_algo)
 
 
-def worker_samples(batches: np.ndarray, worker: int, num_workers: int) -> np.ndarray:
-    """The samples DataLoader worker `worker` yields: batches worker, worker+W, ... (the
-    DataLoader collects one batch from each worker in turn)."""
-    return np.ascontiguousarray(batches[worker::num_workers]).reshape(-1)
+def rank_length(layout: Layout, cfg: OrderConfig, world: WorldShape, node: int, rank_of_node: int) -> int:
+    """Samples one rank reads in a whole epoch."""
+    if not keeps_first_run_batches(cfg.partition_algo, cfg.num_canonical_nodes, world.num_nodes,
+                                   cfg.initial_physical_nodes):
+        return epoch_length(layout, cfg, world) // world.num_ranks  # every rank reads as many
+    shares = partition(cfg.partition_algo, layout.epoch_samples, cfg.num_canonical_nodes, world, cfg.batch_size, 0,
+                       cfg.initial_physical_nodes)[node, rank_of_node]
+    return int((shares != -1).sum())
 
 
 def locate(ids: np.ndarray, shard_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,5 +132,5 @@ def make_layout(shard_sizes_per_stream: Sequence[Sequence[int]], choose: Sequenc
     for stream_sizes in shard_sizes_per_stream:
         ranges.append((len(sizes), len(sizes) + len(stream_sizes)))
         sizes.extend(int(x) for x in stream_sizes)
-    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64, copy=False)
     return Layout(offsets, tuple(ranges), tuple(int(c) for c in choose))

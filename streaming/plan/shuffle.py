@@ -1,13 +1,18 @@
-"""Shard-aware shuffles. Pure numpy, no I/O.
+"""Shard-aware shuffles of an epoch's positions: mosaicml-streaming 0.13's algorithms, random draws
+included, so the same seed gives the same order. Pure numpy, no I/O.
 
-The epoch's samples arrive grouped by shard. `shuffle_groups` permutes whole shard groups, so a
-shard's samples stay together; each canonical node then shuffles its contiguous span with one of:
+Input: the sizes of the epoch's shuffle units (a shard, or one copy of it when it is repeated) in
+position order; output: a permutation `perm` of the positions (the partition's position i reads
+big id perm[i]). `seed` is the run's seed; `seed + epoch` seeds each epoch's draws.
 
-- "naive": a full permutation of the span (no locality).
-- "py1s": shards shuffled, then a full permutation within each span (mosaicml's py1s).
-- "py1b": the span cut into fixed blocks of `block_size` samples, each block permuted.
-- "py1e" (default): every sample is moved by a random offset of at most about block_size/2, so a
-  shard is read within a window of about one block and each shard is downloaded once.
+- "naive": one permutation of all positions.
+- "py1s": units shuffled once per run (seed), cut into `num_canonical_nodes` contiguous parts of
+  equal size (a unit on a border is split); each epoch the units of every part are permuted, then
+  the samples within every unit.
+- "py2s": like py1s, but the samples of every unit are permuted once per run before the cut, and
+  again each epoch (part by part).
+- "py1e" (mosaic's default) and "py1br": see `shuffle_blocks.py`.
+mosaic 0.13 has no "py1b"; it is refused, as mosaic refuses it.
 """
 
 from __future__ import annotations
@@ -16,54 +21,57 @@ import numpy as np
 
 from foundry.plugins.errors import ConfigError
 
-SHUFFLE_ALGOS = ("py1e", "py1b", "py1s", "py1br", "py2s", "naive")
+from .shuffle_blocks import shuffle_py1br, shuffle_py1e
+from .spans import divide, part_ranges, shuffled_pieces
+
+SHUFFLE_ALGOS = ("py1e", "py1br", "py1s", "py2s", "naive")
 
 
 def default_block_size(num_canonical_nodes: int) -> int:
     return max(4_000_000 // max(1, num_canonical_nodes), 1 << 18)
 
 
-def group_bounds(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end index of each run of equal consecutive keys."""
-    if len(keys) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = np.concatenate([[0], cuts]).astype(np.int64)
-    ends = np.concatenate([cuts, [len(keys)]]).astype(np.int64)
-    return starts, ends
+def check_algo(algo: str) -> None:
+    if algo == "py1b":
+        raise ConfigError("shuffle_algo 'py1b' does not exist in mosaicml-streaming 0.13",
+                          hint="use 'py1br' (random block sizes) or the default 'py1e'")
+    if algo not in SHUFFLE_ALGOS:
+        raise ConfigError(f"unknown shuffle_algo {algo!r}", hint=f"use one of {', '.join(SHUFFLE_ALGOS)}")
 
 
-def gather_runs(values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenate values[starts[i]:ends[i]] for every i, vectorized."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return values[:0]
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return values[np.arange(total, dtype=np.int64) + offsets]
+def shuffle_naive(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
+    return np.random.default_rng(seed + epoch).permutation(int(np.sum(units)))
 
 
-def shuffle_groups(ids: np.ndarray, shard_of: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Permute the runs of samples that share a shard, keeping each run contiguous."""
-    starts, ends = group_bounds(shard_of)
-    perm = rng.permutation(len(starts))
-    return gather_runs(ids, starts[perm], ends[perm])
+def shuffle_py1s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
+    lo, hi, _, _, rng = shuffled_pieces(units, num_parts, seed, epoch)
+    out = [b + rng.permutation(int(e - b)) for b, e in zip(lo.tolist(), hi.tolist())]
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, dtype=np.int64)
 
 
-def shuffle_span(span: np.ndarray, algo: str, block_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Shuffle one canonical node's span of sample ids."""
-    n = len(span)
-    if n <= 1:
-        return span.copy()
-    if algo in ("naive", "py1s", "py2s"):
-        return span[rng.permutation(n)]
-    if algo in ("py1b", "py1br"):
-        block = max(1, int(block_size))
-        out = span.copy()
-        keys = np.arange(n, dtype=np.int64) // block
-        noise = rng.random(n)
-        return out[np.lexsort((noise, keys))]
-    if algo == "py1e":
-        keys = np.arange(n, dtype=np.float64) + rng.uniform(-0.5, 0.5, n) * float(max(1, block_size))
-        return span[np.argsort(keys)]  # random float keys: ties have probability ~0
-    raise ConfigError(f"unknown shuffle_algo {algo!r}", hint=f"use one of {', '.join(SHUFFLE_ALGOS)}")
+def shuffle_py2s(units: np.ndarray, num_parts: int, seed: int, epoch: int, block_size: int) -> np.ndarray:
+    ends = np.cumsum(units)
+    begins = ends - units
+    fixed = np.random.default_rng(seed)
+    run = fixed.permutation(len(units))
+    seq = np.concatenate([b + fixed.permutation(int(e - b)) for b, e in zip(begins[run].tolist(), ends[run].tolist())]
+                         or [np.zeros(0, dtype=np.int64)]).astype(np.int64, copy=False)
+    seq_ends = np.cumsum(units[run])
+    lo, hi, part = divide(seq_ends - units[run], seq_ends, num_parts)
+    starts, counts = part_ranges(part, num_parts)
+    rng = np.random.default_rng(seed + epoch)
+    out = []
+    for s, n in zip(starts.tolist(), counts.tolist()):  # mosaic draws part by part
+        for i in (s + rng.permutation(n)).tolist():
+            piece = seq[lo[i]:hi[i]]
+            out.append(piece[rng.permutation(len(piece))])
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, dtype=np.int64)
+
+
+def shuffle_positions(algo: str, units: np.ndarray, num_canonical_nodes: int, seed: int, epoch: int,
+                      block_size: int) -> np.ndarray:
+    """mosaic's `get_shuffle`: the permutation of the epoch's positions."""
+    check_algo(algo)
+    fn = {"naive": shuffle_naive, "py1s": shuffle_py1s, "py2s": shuffle_py2s,
+          "py1e": shuffle_py1e, "py1br": shuffle_py1br}[algo]
+    return fn(np.asarray(units, dtype=np.int64), int(num_canonical_nodes), int(seed), int(epoch), int(block_size))

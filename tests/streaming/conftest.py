@@ -65,10 +65,12 @@ def make_dataset(tmp_path):
 
 
 def iterate_ranks(make_ds, world: int, workers: int, batch: int, monkeypatch):
-    """Global batch sequence rebuilt from `world` simulated ranks (RANK/WORLD_SIZE env), each
-    reading through a torch DataLoader with `workers` workers and per-device batch `batch`."""
+    """Global sample sequence rebuilt from `world` simulated ranks (RANK/WORLD_SIZE env: one node),
+    each reading through a torch DataLoader with `workers` workers and per-device batch `batch`."""
     import numpy as np
     from torch.utils.data import DataLoader
+
+    from foundry.streaming.plan import interleave_ranks
 
     per_rank = []
     for rank in range(world):
@@ -76,10 +78,10 @@ def iterate_ranks(make_ds, world: int, workers: int, batch: int, monkeypatch):
         monkeypatch.setenv("WORLD_SIZE", str(world))
         ds = make_ds(batch)
         loader = DataLoader(ds, batch_size=batch, num_workers=workers)
-        per_rank.append(np.stack([b["id"].numpy() for b in loader]))
+        per_rank.append(np.concatenate([b["id"].numpy() for b in loader]))
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
-    return np.concatenate(per_rank, axis=1).reshape(-1)
+    return interleave_ranks(per_rank, 1, world)  # one node of `world` ranks
 
 
 @pytest.fixture

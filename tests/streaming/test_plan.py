@@ -1,6 +1,11 @@
-"""Properties of the pure epoch plan: coverage, disjoint ranks, world-size and worker invariance."""
+"""Properties of the pure epoch plan (mosaic's order; the comparison with mosaic itself is in
+test_order_mosaic.py): exact single-process epochs, the same global sequence on any world shape and
+worker count, resume from any position, shard locality, refusals, and a golden order from mosaic."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,156 +15,151 @@ from hypothesis import strategies as st
 from foundry.plugins.errors import ConfigError
 from foundry.streaming.plan import (
     OrderConfig,
-    choose_counts,
-    epoch_order,
+    WorldShape,
+    epoch_length,
+    epoch_work,
+    interleave_ranks,
     make_layout,
-    padded_length,
-    rank_batches,
-    worker_samples,
+    rank_ids,
+    rank_length,
+    stream_choose,
 )
 
-ALGOS = ["py1e", "py1b", "py1s", "naive"]
+ALGOS = ["py1e", "py1br", "py1s", "py2s", "naive"]
+GOLDEN = Path(__file__).parent / "golden" / "order_seed1234.json"
 
 
 def _layout(shard_sizes):
     return make_layout([shard_sizes], [sum(shard_sizes)])
 
 
-def _global_batches_from_ranks(order, g, world, workers):
-    """Rebuild the global batch sequence the way DataLoaders on `world` ranks would yield it."""
-    per_rank = []
-    for rank in range(world):
-        batches = rank_batches(order, g, world, rank)
-        streams = [worker_samples(batches, w, workers).reshape(-1, g // world) for w in range(workers)]
-        seq = []  # DataLoader round-robin over workers
-        for i in range(len(batches)):
-            seq.append(streams[i % workers][i // workers])
-        per_rank.append(np.stack(seq) if seq else np.zeros((0, g // world), dtype=np.int64))
-    return np.concatenate(per_rank, axis=1).reshape(-1)
+def _global(layout, cfg, world, epoch, start=0):
+    """The global sequence every rank of `world` reads together (DataLoader order per rank)."""
+    work = epoch_work(layout, cfg, world, epoch, start)
+    streams = [rank_ids(work, p, r) for p in range(world.num_nodes) for r in range(world.ranks_per_node)]
+    return interleave_ranks(streams, world.num_nodes, world.ranks_per_node)
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12),
-    per_device=st.sampled_from([1, 2, 3, 4]),
-    canonical=st.sampled_from([1, 2, 3, 4, 8]),
+    batch=st.sampled_from([1, 2, 3, 4]),
+    canonical=st.sampled_from([1, 2, 4, 8]),
     workers=st.sampled_from([1, 2, 3]),
     seed=st.integers(0, 2**31 - 1),
     epoch=st.integers(0, 3),
     shuffle=st.booleans(),
     algo=st.sampled_from(ALGOS),
 )
-def test_epoch_covers_every_sample_once_and_is_world_size_invariant(sizes, per_device, canonical, workers, seed, epoch, shuffle, algo):
+def test_one_process_reads_each_sample_once_and_ranks_share_the_sequence(sizes, batch, canonical, workers, seed,
+                                                                          epoch, shuffle, algo):
     layout = _layout(sizes)
     n = sum(sizes)
-    g = per_device * 8  # divisible by 1, 2, 4, 8 ranks
-    cfg = OrderConfig(seed=seed, shuffle=shuffle, algo=algo, block_size=7, num_canonical_nodes=canonical, global_batch=g)
-    order = epoch_order(layout, cfg, epoch)
-    assert len(order) == padded_length(n, g)
-    # every sample exactly once, plus at most g-1 documented padding repeats
-    counts = np.bincount(order, minlength=n)
-    assert (counts >= 1).all()
-    assert counts.sum() - n == len(order) - n < g
-    # rebuilt from 1, 2, 4, 8 ranks with any worker count: the same global batch sequence
-    for world in (1, 2, 4, 8):
-        assert np.array_equal(_global_batches_from_ranks(order, g, world, workers), order)
-    # ranks are disjoint positions of the order
-    pieces = [rank_batches(order, g, 4, r).reshape(-1) for r in range(4)]
-    assert sum(len(p) for p in pieces) == len(order)
+    cfg = OrderConfig(seed=seed, shuffle=shuffle, algo=algo, block_size=50, num_canonical_nodes=canonical,
+                      batch_size=batch)
+    if n <= canonical:  # mosaic's degenerate case: repeats the data to fill the canonical nodes
+        return
+    single = _global(layout, cfg, WorldShape(1, 1, workers), epoch)
+    short_rows = (n % canonical != 0) * (canonical - n % canonical)  # mosaic's even rows repeat a few
+    assert len(single) == n + short_rows == epoch_length(layout, cfg, WorldShape())
+    assert set(single.tolist()) == set(range(n))
+    if canonical == 1:
+        assert sorted(single.tolist()) == list(range(n))
+    # nodes x ranks x workers with the same global batch: the same sequence, a few repeats at the end
+    for nodes, ranks in ((1, 2), (2, 2), (1, 4), (4, 1)):
+        if not (canonical % nodes == 0 or nodes % canonical == 0):
+            continue
+        world = WorldShape(nodes, ranks, workers)
+        try:
+            got = _global(layout, cfg, world, epoch)
+        except ConfigError as e:  # a few samples over many nodes: mosaic fails there as well
+            assert "too few" in str(e) and nodes > canonical
+            continue
+        assert np.array_equal(got[:len(single)], single)
+        assert len(got) == epoch_length(layout, cfg, world)
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=8),
-    g=st.sampled_from([4, 8, 12]),
-    world=st.sampled_from([1, 2, 4]),
-    data=st.data(),
-)
-def test_resume_from_any_position_continues_exactly(sizes, g, world, data):
+@given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=8), ranks=st.sampled_from([1, 2, 3]),
+       workers=st.sampled_from([1, 2]), data=st.data())
+def test_resume_from_any_position_continues_exactly(sizes, ranks, workers, data):
     layout = _layout(sizes)
-    order = epoch_order(layout, OrderConfig(seed=3, shuffle=True, num_canonical_nodes=2, global_batch=g), 1)
-    start = data.draw(st.integers(0, len(order)))
-    rest = np.concatenate([rank_batches(order, g, world, r, start) for r in range(world)], axis=1).reshape(-1)
-    assert np.array_equal(rest[: len(order) - start], order[start:])
+    cfg = OrderConfig(seed=3, shuffle=True, num_canonical_nodes=1, batch_size=2)
+    full = _global(layout, cfg, WorldShape(), 1)
+    start = data.draw(st.integers(0, len(full)))
+    rest = _global(layout, cfg, WorldShape(1, ranks, workers), 1, start)
+    assert np.array_equal(rest[:len(full) - start], full[start:])
+    assert len(rest) - (len(full) - start) < ranks  # only what the ranks need to read as many
 
 
-def test_order_depends_only_on_seed_epoch_canonical_nodes_and_global_batch():
-    layout = _layout([100] * 10)
-    base = OrderConfig(seed=1, shuffle=True, num_canonical_nodes=2, global_batch=16, block_size=64)
-    a = epoch_order(layout, base, 0)
-    assert np.array_equal(a, epoch_order(layout, base, 0))
-    for other in (
-        OrderConfig(seed=2, shuffle=True, num_canonical_nodes=2, global_batch=16, block_size=64),
-        OrderConfig(seed=1, shuffle=True, num_canonical_nodes=4, global_batch=16, block_size=64),
-    ):
-        assert not np.array_equal(a, epoch_order(layout, other, 0))
-    assert not np.array_equal(a, epoch_order(layout, base, 1))
+@pytest.mark.parametrize("nodes,first_nodes,per_device", [(1, 1, 8), (2, 2, 4), (3, 2, 2), (1, 2, 6)])
+def test_rank_length_is_what_each_rank_reads(nodes, first_nodes, per_device):
+    """Also after a 'relaxed' resumption on 3 nodes of a 2-node run (global batch 12 kept)."""
+    layout = _layout([37, 41, 29, 50])
+    cfg = OrderConfig(seed=9, shuffle=True, num_canonical_nodes=2, batch_size=per_device,
+                      initial_physical_nodes=first_nodes)
+    world = WorldShape(nodes, 2, 1)
+    work = epoch_work(layout, cfg, world, 0)
+    lengths = [rank_length(layout, cfg, world, p, r) for p in range(nodes) for r in range(2)]
+    assert lengths == [len(rank_ids(work, p, r)) for p in range(nodes) for r in range(2)]
+    assert sum(lengths) >= 157
 
 
-def test_shuffle_is_shard_local():
-    """py1e keeps each rank's reads within a window of shards: few distinct shards per 100 samples."""
-    sizes = [500] * 40
-    layout = _layout(sizes)
-    order = epoch_order(layout, OrderConfig(seed=5, shuffle=True, num_canonical_nodes=1, global_batch=1, block_size=1000), 0)
-    shards = order // 500
-    windows = [len(set(shards[i:i + 100].tolist())) for i in range(0, len(order), 100)]
+def test_py1e_reads_shards_within_a_window():
+    layout = _layout([500] * 40)
+    order = _global(layout, OrderConfig(seed=5, shuffle=True, block_size=1000), WorldShape(), 0)
+    windows = [len(set((order[i:i + 100] // 500).tolist())) for i in range(0, len(order), 100)]
     assert max(windows) <= 4
     assert not np.array_equal(order, np.arange(len(order)))
 
 
-def test_no_shuffle_single_node_is_sequential():
-    layout = _layout([5, 7, 3])
-    order = epoch_order(layout, OrderConfig(shuffle=False, global_batch=5), 0)
-    assert np.array_equal(order, np.arange(15))
+def test_without_shuffle_canonical_nodes_interleave_as_mosaic():
+    layout = _layout([1250] * 4)
+    assert _global(layout, OrderConfig(), WorldShape(), 0).tolist() == list(range(5000))
+    order = _global(layout, OrderConfig(num_canonical_nodes=4), WorldShape(), 0)
+    assert order[:9].tolist() == [0, 1250, 2500, 3750, 1, 1251, 2501, 3751, 2]
 
 
-def test_canonical_nodes_each_read_their_own_span():
+def test_each_physical_node_reads_its_own_shards():
     layout = _layout([100] * 8)
-    order = epoch_order(layout, OrderConfig(seed=0, shuffle=True, num_canonical_nodes=4, global_batch=8), 0)
-    shards_per_rank = [set((rank_batches(order, 8, 4, r).reshape(-1) // 100).tolist()) for r in range(4)]
-    assert all(len(s) == 2 for s in shards_per_rank)
-    assert set().union(*shards_per_rank) == set(range(8))
+    cfg = OrderConfig(seed=0, shuffle=True, num_canonical_nodes=4, batch_size=2)
+    work = epoch_work(layout, cfg, WorldShape(4, 2, 1), 0)
+    shards = [set((work[p][work[p] != -1] // 100).tolist()) for p in range(4)]
+    assert all(len(s) == 2 for s in shards) and set().union(*shards) == set(range(8))
 
 
-def test_bad_world_size_is_a_clear_error():
-    order = np.arange(12)
-    with pytest.raises(ConfigError, match="not divisible"):
-        rank_batches(order, 12, 5, 0)
+def test_refusals_are_one_clear_line():
+    layout = _layout([10, 10])
+    with pytest.raises(ConfigError, match="py1b.*does not exist"):
+        epoch_work(layout, OrderConfig(shuffle=True, algo="py1b"), WorldShape(), 0)
+    with pytest.raises(ConfigError, match="one must divide the other"):
+        epoch_work(layout, OrderConfig(num_canonical_nodes=3), WorldShape(2, 1, 1), 0)
 
 
-def test_choose_counts_rules():
-    assert choose_counts([10, 20], [None, None], [None, 2], [None, None], None).tolist() == [10, 40]
-    assert choose_counts([10, 20], [None, None], [None, None], [5, None], None).tolist() == [5, 20]
-    assert choose_counts([10, 20], [1, 3], [None, None], [None, None], 100).tolist() == [25, 75]
-    assert choose_counts([10, 20], [None, None], [None, None], [None, None], 15).tolist() == [5, 10]
-    with pytest.raises(ConfigError):
-        choose_counts([10, 20], [1, None], [None, None], [None, None], None)
+def test_stream_choose_follows_mosaic():
+    assert stream_choose([10, 20], [None, None], [None, 2], [None, None], None, 0).tolist() == [10, 40]
+    assert stream_choose([10, 20], [None, None], [None, None], [5, None], None, 0).tolist() == [5, 20]
+    assert stream_choose([10, 20], [None, None], [0.35, None], [None, None], None, 0).tolist() == [3, 20]
+    assert stream_choose([10, 20], [1, 3], [None, None], [None, None], 100, 0).tolist() == [25, 75]
+    assert stream_choose([10, 20], [None, None], [None, None], [None, None], 15, 0).tolist() == [5, 10]
+    assert sum(stream_choose([10, 20, 30], [1, 1, 1], [None] * 3, [None] * 3, 100, 4)) == 100
+    with pytest.raises(ConfigError, match="every stream sets proportion"):
+        stream_choose([10, 20], [1, None], [None, None], [None, None], None, 0)
+    with pytest.raises(ConfigError, match="epoch_size cannot be combined"):
+        stream_choose([10, 20], [None, None], [2, None], [None, None], 50, 0)
 
 
-def test_mixed_streams_draw_the_requested_counts_deterministically():
-    layout = make_layout([[10, 10], [30]], [5, 70])
-    cfg = OrderConfig(seed=11, shuffle=True, num_canonical_nodes=1, global_batch=5)
-    order = epoch_order(layout, cfg, 0)
-    assert len(order) == 75
-    assert (order < 20).sum() == 5 and len(set(order[order < 20].tolist())) == 5
-    counts = np.bincount(order[order >= 20] - 20, minlength=30)
-    assert counts.min() == 2 and counts.max() == 3
-    assert np.array_equal(order, epoch_order(layout, cfg, 0))
-    assert not np.array_equal(np.sort(order[order < 20]), np.sort(epoch_order(layout, cfg, 1)[epoch_order(layout, cfg, 1) < 20]))
-    fixed = OrderConfig(seed=11, shuffle=True, num_canonical_nodes=1, global_batch=5, sampling_method="fixed")
-    e0, e1 = epoch_order(layout, fixed, 0), epoch_order(layout, fixed, 1)
-    assert np.array_equal(np.sort(e0), np.sort(e1))
-
-
-def test_golden_order_is_stable_across_releases():
-    """Changing the order breaks every resumed run: update the golden file only on purpose."""
-    import json
-    from pathlib import Path
-
-    golden = json.loads((Path(__file__).parent / "golden" / "order_seed1234.json").read_text())
-    layout = make_layout(golden["shard_sizes"], golden["choose"])
+def test_golden_order_is_mosaics():
+    """mosaicml-streaming 0.13's own order for a two-stream layout, every algorithm, epochs 0-1
+    (written by golden/regenerate.py from the real library). Changing it breaks resumed runs."""
+    golden = json.loads(GOLDEN.read_text())
     for key, expected in golden["orders"].items():
         algo, epoch = key.split("/")
-        cfg = OrderConfig(seed=golden["seed"], shuffle=True, algo=algo, block_size=golden["block_size"],
-                          num_canonical_nodes=golden["num_canonical_nodes"], global_batch=golden["global_batch"])
-        assert epoch_order(layout, cfg, int(epoch)).tolist() == expected, key
+        case = dict(golden["case"], algo=algo, epoch=int(epoch))
+        ws = case["weights"]
+        choose = stream_choose([sum(s) for s in case["shards"]], [w["proportion"] for w in ws],
+                               [w["repeat"] for w in ws], [w["choose"] for w in ws], case["epoch_size"], case["seed"])
+        cfg = OrderConfig(seed=case["seed"], shuffle=True, algo=algo, block_size=case["block"],
+                          num_canonical_nodes=case["c"], batch_size=case["b"])
+        work = epoch_work(make_layout(case["shards"], choose), cfg, WorldShape(), int(epoch))
+        assert rank_ids(work, 0, 0).tolist() == expected, key
