@@ -56,13 +56,24 @@ def _loopback_only():
     socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def _short_tmp_root(tmp_path_factory):
+    """The root of the per-test TMPDIRs; session-scoped servers and jobs (SeaweedFS's logs, a
+    module's torchrun) get a folder of their own below it, as they start before any test's."""
     tmp_path_factory.getbasetemp()  # pytest's own base stays in the real temp folder
     root = tempfile.mkdtemp(prefix="ft-")
+    session = os.path.join(root, "session")
+    os.mkdir(session)
+    saved_env, saved_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = session, session
     try:
         yield root
     finally:
+        tempfile.tempdir = saved_tempdir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
         shutil.rmtree(root, ignore_errors=True)
 
 
