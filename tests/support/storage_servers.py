@@ -206,9 +206,10 @@ def stop_seaweedfs(proc: subprocess.Popen, timeout: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `timeout` (the data is throwaway); remove its unix sockets."""
     ports = [a.split("=", 1)[1] for a in proc.args if a.startswith("-") and ".port" in a and "=" in a]
     _stop(proc, timeout)
-    for port in ports:
-        for sock in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-{port}.sock"):
-            sock.unlink(missing_ok=True)
+    for folder in {Path("/tmp"), Path(tempfile.gettempdir())}:  # weed puts them in /tmp whatever TMPDIR says
+        for port in ports:
+            for sock in folder.glob(f"seaweedfs-*-{port}.sock"):
+                sock.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
