@@ -20,13 +20,14 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from foundry.plugins.errors import ConfigError, DataError
 
 from ..writer import MDSWriter
+from .convert import ConvertResult
 
 COLUMNS = {"tokens": "ndarray:int32"}
 TEXT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
@@ -46,18 +47,11 @@ class TokenizeOptions:
 
 
 @dataclass
-class TokenizeResult:
-    source_kind: str
-    dst: str
-    samples: int
-    shards: int
-    columns: dict[str, str]
-    workers: int
+class TokenizeResult(ConvertResult):
+    """A conversion's result, with what was tokenized."""
+
     documents: int
     tokens: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def load_tokenizer(path: str):
