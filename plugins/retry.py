@@ -1,7 +1,8 @@
 """Retries with exponential backoff and full jitter, shared by every backend.
 
 `attempts` counts attempts, not retries: attempts=1 means no retry. Only errors the caller
-classifies as transient are retried; anything else propagates at once.
+classifies as transient are retried; anything else propagates at once. Why the storage backends use
+this instead of the SDKs' own retry settings: docs/storage.md.
 """
 
 from __future__ import annotations

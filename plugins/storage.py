@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from .atomic_files import atomic_path
 from .errors import ConfigError, ObjectNotFoundError
 
 # Called with the number of bytes just transferred (an increment, not a total).
@@ -190,34 +191,5 @@ class BaseObjectStore:
                 progress(len(data))
 
 
-class atomic_destination:
-    """Context manager yielding a temporary path beside `path`; renamed onto `path` on success.
-
-    The temporary file is removed on failure, so the final name only ever holds complete data.
-    It is created with mode 0666 less the umask, as `open()` would (0644 under umask 022), not
-    mkstemp's 0600: datasets and checkpoints are meant to be shared like any file the user writes.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def __enter__(self) -> str:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(100):
-            tmp = self.path.parent / f".{self.path.name}.{os.urandom(6).hex()}.part"
-            try:
-                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            except FileExistsError:
-                continue
-            self.tmp = str(tmp)
-            return self.tmp
-        raise FileExistsError(f"no free temporary name beside {self.path}")
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            try:
-                os.unlink(self.tmp)
-            except FileNotFoundError:
-                pass
+# Kept under its old name for backends and third-party stores: the write-then-rename of a download.
+atomic_destination = atomic_path

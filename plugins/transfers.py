@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import atomic_write
+
 PURPOSES = ("data", "checkpoint", "upload", "other")
 # (module prefix of the caller of open_store, purpose); the first match wins
 _PURPOSE_BY_MODULE = (
@@ -90,10 +92,7 @@ class TransferMeter:
                 "stores": json.loads(json.dumps(self.counts)),
             }
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(record, sort_keys=True))
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps(record, sort_keys=True))
         except OSError:
             pass  # accounting never breaks a transfer or a job
 

@@ -4,11 +4,11 @@ epoch takes (proportion, repeat or choose), as in mosaicml-streaming."""
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError, DataError, FoundryError
 from foundry.plugins.storage import StorageURL
 
@@ -108,7 +108,4 @@ class Stream:
                 return
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic_write(path, data)

@@ -77,6 +77,10 @@ class ConsoleLogger(Logger):
             self._task = self._progress.add_task("train", total=total_batches, info="")
             self._progress.start()
 
+    def set_time_budget(self, seconds: float) -> None:
+        """Training stops `seconds` from now at the latest: the plain lines' ETA never says more."""
+        self._lines.set_time_budget(seconds)
+
     def log_metrics(self, metrics: dict[str, Any], step: int) -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=step, info=_format(metrics))

@@ -3,6 +3,10 @@
 One line at the first step, then whenever `seconds` have passed since the last line, at every
 evaluation and at the last step: step (of total), the metrics, and the ETA once a rate is known.
 A job's log is then never silent for long, however slow or fast a step is.
+
+When training also stops at a wall-clock budget (`set_time_budget`, e.g. a callback that calls
+`trainer.stop()` after N minutes), the ETA is the smaller of the step-based one and the time the
+budget has left: a 2-minute run of a 2000-batch schedule says "eta 1m50s", not "eta 5m33s".
 """
 
 from __future__ import annotations
@@ -25,6 +29,23 @@ class TimedProgressLines:
         self.seconds, self.clock = seconds, clock
         self._first: tuple[int, float] | None = None
         self._last_line: float | None = None
+        self._deadline: float | None = None
+
+    def set_time_budget(self, seconds: float) -> None:
+        """Training stops (at the latest) `seconds` from now, whatever the step count says."""
+        self._deadline = self.clock() + seconds
+
+    def _eta_seconds(self, step: int, now: float) -> float | None:
+        """The smaller of the step-based ETA (once a rate is known) and what the time budget has left."""
+        if self.total is not None and step >= self.total:
+            return None
+        first_step, first_time = self._first
+        etas = []
+        if self.total and step > first_step and now > first_time:
+            etas.append((self.total - step) * (now - first_time) / (step - first_step))
+        if self._deadline is not None:
+            etas.append(max(0.0, self._deadline - now))
+        return min(etas) if etas else None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         now = self.clock()
@@ -37,9 +58,8 @@ class TimedProgressLines:
         self._last_line = now
         total = f"/{self.total}" if self.total else ""
         line = f"step {step}{total}: {self.fmt(metrics)}"
-        first_step, first_time = self._first
-        if self.total and step < self.total and step > first_step and now > first_time:
-            rate = (step - first_step) / (now - first_time)
-            line += f" eta {_eta((self.total - step) / rate)}"
+        eta = self._eta_seconds(step, now)
+        if eta is not None:
+            line += f" eta {_eta(eta)}"
         self.stream.write(line + "\n")
         self.stream.flush()

@@ -9,13 +9,13 @@ The file may be edited by hand; `foundry create cluster` / `delete cluster` edit
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 from filelock import FileLock
 
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.compute import ComputeProvider
 from foundry.plugins.errors import ConfigError
 from foundry.plugins.manager import compute_registry
@@ -94,9 +94,7 @@ class Clusters:
             self._write(raw)
 
     def _write(self, raw: dict) -> None:
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(yaml.safe_dump(raw, sort_keys=False))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, yaml.safe_dump(raw, sort_keys=False))
 
     def info(self, name: str) -> ClusterInfo:
         cfg = self.config(name)

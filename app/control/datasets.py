@@ -22,6 +22,7 @@ import yaml
 from filelock import FileLock
 
 from foundry.app.names import check_name, to_name
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError
 
 Progress = Callable[[int, int], None]
@@ -89,10 +90,8 @@ class DatasetRegistry:
 
     def _write(self, items: list[DatasetEntry]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         rows = [{"url": e.url, "name": e.name} | ({"secret": e.secret} if e.secret else {}) for e in items]
-        tmp.write_text(yaml.safe_dump({"datasets": rows}, sort_keys=False))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, yaml.safe_dump({"datasets": rows}, sort_keys=False))
 
 
 def _default_name(url: str) -> str:

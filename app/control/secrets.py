@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError, CredentialsError
 from foundry.plugins.manager import secret_type_registry
 from foundry.plugins.secrets import SecretInjection, SecretType
@@ -69,18 +70,7 @@ class SecretStore:
             self.vault.put(name, {k: v for k, v in values.items() if k in secret})
             record.update(values={k: v for k, v in values.items() if k not in secret}, vault=self.vault.name,
                           fields=sorted(values))
-        tmp = self.dir / f".{name}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(record, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        atomic_write(path, json.dumps(record), mode=0o600, fsync=True)  # created 0600, never chmod-ed
         return self._info(record, stype)
 
     def _read(self, name: str) -> dict:

@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.compute import PAUSED_EXIT_CODE
 
 from .local_claim import claim_launch
-from .local_rank import write_atomic
 
 
 # torchrun, minus the traceback it prints when a graceful stop's SIGTERM reaches it.
@@ -77,7 +77,7 @@ def main(job_dir: Path) -> int:
         print(f"[setup] {line}", flush=True)
         rc = subprocess.call(["bash", "-c", line], stdin=subprocess.DEVNULL)
         if rc != 0:
-            write_atomic(job_dir / "exit.json", json.dumps(
+            atomic_write(job_dir / "exit.json", json.dumps(
                 {"state": "failed", "exit_code": rc, "reason": f"setup step failed ({rc}): {line}"}))
             return 1
     rank_wrapper = [sys.executable, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--",
@@ -101,7 +101,7 @@ def main(job_dir: Path) -> int:
     else:
         state, code, reason = classify(codes, nprocs, stop_flag.exists())
     shutil.rmtree(job_dir / "secrets", ignore_errors=True)  # secret files live only while the job runs
-    write_atomic(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
+    atomic_write(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
                                                     "ranks": codes}))
     print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)
     return 0

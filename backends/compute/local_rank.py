@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from foundry.plugins.atomic_files import atomic_write
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -26,12 +28,6 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def main(argv: list[str]) -> int:
@@ -43,7 +39,7 @@ def main(argv: list[str]) -> int:
     ranks.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
-    write_atomic(ranks / f"rank-{rank}.pid", str(child.pid))
+    atomic_write(ranks / f"rank-{rank}.pid", str(child.pid))
 
     def forward(signum, _frame):
         try:
@@ -64,7 +60,7 @@ def main(argv: list[str]) -> int:
             except (BrokenPipeError, ValueError):
                 pass
     code = child.wait()
-    write_atomic(ranks / f"rank-{rank}.exit", str(code))
+    atomic_write(ranks / f"rank-{rank}.exit", str(code))
     return code if code >= 0 else 128 - code
 
 

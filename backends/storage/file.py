@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+from foundry.plugins.atomic_files import is_temp_name
 from foundry.plugins.errors import ObjectNotFoundError, StorageError
 from foundry.plugins.storage import (
     BaseObjectStore,
@@ -92,7 +93,7 @@ class FileStore(BaseObjectStore):
         for dirpath, dirnames, filenames in os.walk(start):
             dirnames.sort()
             for name in filenames:
-                if name.endswith(".part") and name.startswith("."):
+                if is_temp_name(name):
                     continue  # an in-flight atomic write
                 full = Path(dirpath, name)
                 key = full.relative_to(self.root).as_posix()
@@ -112,7 +113,7 @@ class FileStore(BaseObjectStore):
         for entry in entries:
             if entry.is_dir():
                 prefixes.append(f"{folder}{entry.name}/")
-            elif entry.is_file() and not (entry.name.startswith(".") and entry.name.endswith(".part")):
+            elif entry.is_file() and not is_temp_name(entry.name):
                 st = entry.stat()
                 objects.append(ObjectInfo(folder + entry.name, st.st_size, None, st.st_mtime))
         return Listing(sorted(prefixes), sorted(objects, key=lambda o: o.key))

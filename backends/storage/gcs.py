@@ -2,7 +2,7 @@
 
 Honours STORAGE_EMULATOR_HOST (fake-gcs-server, with anonymous credentials). Options: endpoint_url,
 project, credentials_file, anonymous, timeout, attempts/retry_*, part_size, concurrency,
-multipart_threshold. The library's own retries are off (retry=None): our RetryPolicy counts.
+multipart_threshold. The library's own retries are off (retry=None): our RetryPolicy counts (docs/storage.md).
 Large uploads go as parallel parts composed into the final object (GCS "parallel composite upload").
 """
 

@@ -2,7 +2,7 @@
 
 Credentials: the options `config_file` / `profile` (default ~/.oci/config, DEFAULT), or explicit
 `user`, `tenancy`, `fingerprint`, `key_file` or `key_content`, `region`. `endpoint_url` overrides
-the regional endpoint. The SDK's own retries are off; our RetryPolicy counts.
+the regional endpoint. The SDK's own retries are off; our RetryPolicy counts (docs/storage.md).
 """
 
 from __future__ import annotations

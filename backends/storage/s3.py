@@ -3,7 +3,7 @@
 boto3 is imported only when a store is built. Options (all optional; see also S3Settings):
 endpoint_url, region, access_key_id, secret_access_key, session_token, profile, connect_timeout,
 read_timeout, attempts, retry_base_delay, retry_max_delay, retry_deadline, part_size, concurrency,
-multipart_threshold. Every request goes through our RetryPolicy; botocore's retries are off.
+multipart_threshold. Every request goes through our RetryPolicy; botocore's retries are off (why: docs/storage.md).
 """
 
 from __future__ import annotations

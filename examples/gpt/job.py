@@ -20,13 +20,17 @@ from examples.gpt.train import build_trainer  # noqa: E402
 
 
 class TimeBudget:
-    """Stops training (with its final checkpoint) once `seconds` of training have passed."""
+    """Stops training (with its final checkpoint) once `seconds` of training have passed, and tells
+    the loggers that show an ETA, so the log never promises more time than the budget leaves."""
 
     def __init__(self, seconds: float):
         self.seconds, self.start = seconds, 0.0
 
     def fit_start(self, trainer) -> None:
         self.start = time.monotonic()
+        for logger in trainer.loggers:
+            if hasattr(logger, "set_time_budget"):  # the console's progress lines (trainer/loggers.py)
+                logger.set_time_budget(self.seconds)
 
     def batch_end(self, trainer) -> None:
         if time.monotonic() - self.start >= self.seconds:

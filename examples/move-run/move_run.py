@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from plot import line_plot  # noqa: E402
+from plot import PlotExtraMissing, line_plot, require_matplotlib  # noqa: E402
 
 
 def foundry(*args: str, check: bool = True) -> str:
@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix", default="tiny-gpt")
     p.add_argument("--out", default="move-run-out")
     opts = p.parse_args(argv)
+    try:
+        require_matplotlib()  # before the minutes of the proof, not after them
+    except PlotExtraMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     result = prove(opts)
     print(report(result))
     print(result["describe"])

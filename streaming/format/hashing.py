@@ -6,6 +6,7 @@ import hashlib
 import os
 from typing import Any, Callable
 
+from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError, DataError
 
 _CHUNK = 1 << 20
@@ -107,10 +108,6 @@ def check_shard_file(path: str | os.PathLike, hashes: dict[str, str], *, shard: 
                              "`foundry dataset verify` checks every shard")
     if stamp_path is not None:
         try:
-            os.makedirs(stamps, exist_ok=True)
-            tmp = f"{stamp_path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(stamp)
-            os.replace(tmp, stamp_path)
+            atomic_write(stamp_path, stamp)
         except OSError:
             pass  # a read-only dataset folder: every process checks, nothing is remembered

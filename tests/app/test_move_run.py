@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,28 @@ def check(result: dict, cluster_b: str) -> None:
     assert "resumed from" in result["describe"] and cluster_b in result["describe"]
     phases = result["resume_to_first_step"]["phases"]
     assert all(v >= 0 for v in phases.values())
+
+
+def test_loss_plot_is_a_png_of_the_requested_size(tmp_path):
+    pytest.importorskip("matplotlib")  # the [plot] extra, part of [test]
+    from PIL import Image
+
+    out = tmp_path / "loss.png"
+    load_example().line_plot(str(out), {"uninterrupted": [(s, 4.0 - s / 10) for s in range(1, 17)],
+                                        "paused + moved": [(s, 4.0 - s / 10) for s in range(16, 0, -1)]},
+                             title="tiny GPT loss: local x2 -> hpc x1", vlines={"moved after step 5": 5.5})
+    with Image.open(out) as img:
+        assert (img.format, img.size) == ("PNG", (800, 480))
+
+
+def test_without_matplotlib_the_driver_says_which_extra_in_one_line(monkeypatch, capsys, tmp_path):
+    example = load_example()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    code = example.main(["--data-url", f"file://{tmp_path}/d", "--save-url", f"file://{tmp_path}/c",
+                         "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "foundry-anywhere[plot]" in err
+    assert not (tmp_path / "out").exists()  # refused before any work
 
 
 def create_secret(cp, server) -> None:

@@ -68,3 +68,30 @@ def test_all_faults_give_a_clear_error_after_the_configured_attempts(s3_bucket, 
     assert info.value.hint
     assert proxy.requests == 3  # attempts means attempts: botocore did not retry on its own
     assert elapsed < 10  # bounded: 3 attempts of at most the 0.5 s read timeout plus short backoff
+
+
+@pytest.mark.parametrize("mode", ["standard", "adaptive"])
+def test_botocore_retry_modes_leave_a_cut_body_to_the_caller_the_policy_retries_it(s3_bucket, mode):
+    """Why the backends keep one RetryPolicy with the SDKs' own retries off (docs/storage.md):
+    botocore's retry modes wrap the request, not the reading of its body, so a GET whose body is cut
+    halfway reaches the caller after one request. The policy retries it like any transient fault."""
+    import boto3
+    from botocore.config import Config
+
+    payload = os.urandom(MiB)
+    s3_bucket.client().put_object(Bucket=s3_bucket.name, Key="cut.bin", Body=payload)
+    with FaultProxy(s3_bucket.server.endpoint, rate=1.0, kinds=("truncate",)) as proxy:
+        server = s3_bucket.server
+        sdk = boto3.session.Session().client(
+            "s3", endpoint_url=proxy.url, aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key, region_name=server.region,
+            config=Config(retries={"mode": mode, "max_attempts": 5}, response_checksum_validation="when_required"))
+        with pytest.raises(Exception):
+            sdk.get_object(Bucket=s3_bucket.name, Key="cut.bin")["Body"].read()
+        assert proxy.requests == 1  # max_attempts=5, yet no second request
+        store = open_store(s3_bucket.url, _options(s3_bucket, proxy, attempts=3))
+        with pytest.raises(TransientStorageError, match="after 3 attempts"):
+            store.get("cut.bin")
+        assert proxy.requests == 1 + 3
+        proxy.rate = 0.0
+        assert store.get("cut.bin") == payload
