@@ -89,7 +89,9 @@ def main(job_dir: Path) -> int:
         print(f"[launcher] {time.strftime('%H:%M:%S')} starting the command once for the node", flush=True)
     else:
         cmd = [sys.executable, "-c", TORCHRUN, "--standalone", "--nnodes=1",
-               f"--nproc_per_node={job['nprocs']}", "--max-restarts=0", "--no-python", *rank_wrapper]
+               f"--nproc_per_node={job['nprocs']}", "--max-restarts=0",
+               f"--log-dir={job_dir / 'torchelastic'}",   # torchrun's own records: not a folder left in /tmp
+               "--no-python", *rank_wrapper]
         print(f"[launcher] {time.strftime('%H:%M:%S')} starting torchrun", flush=True)
     rc = subprocess.call(cmd, stdin=subprocess.DEVNULL, env=env)
     codes: dict[int, int | None] = {}

@@ -159,7 +159,8 @@ def render_sbatch(request: JobRequest, cfg: SlurmConfig, job_dir: str) -> str:
         cfg.python, "-m", "torch.distributed.run",
         '--nnodes="$NNODES"', f"--nproc_per_node={request.procs_per_node}",
         "--rdzv_backend=c10d", '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"', '--rdzv_id="$SLURM_JOB_ID"',
-        "--max_restarts=0", "--no-python", "bash", q(str(d / "rank.sh")),
+        "--max_restarts=0", f"--log_dir={q(str(d / 'torchelastic'))}",   # not a folder left in each node's /tmp
+        "--no-python", "bash", q(str(d / "rank.sh")),
     ]
     torchrun_line = " ".join(t if t.startswith("--") or t == "bash" else q(t) for t in torchrun)
     node_env = ""
