@@ -111,6 +111,6 @@ class DatasetsScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="remove dataset", group="action")
     def remove_dataset(self, name: str) -> None:
-        self.registry.remove(name)
+        self.app.plane.datasets.remove(name)
         self.app.call_from_thread(self.notify, f"removed dataset {name}")
         self.app.call_from_thread(self.refresh_datasets)
