@@ -17,7 +17,7 @@ from foundry.plugins.compute import ComputeProvider, JobHandle, Plan
 from foundry.plugins.errors import FoundryError, ProviderError
 from foundry.plugins.manager import notify_run_event
 
-from foundry.app.runspec import RunSpec, parse_spec
+from foundry.app.runspec import RunSpec
 
 from .clusters import Clusters
 from .config import FoundryPaths
@@ -60,10 +60,6 @@ class Launcher:
         return dict(cluster=place.cluster, provider=self.clusters.config(place.cluster)["provider"],
                     nodes=place.nodes, devices=place.devices, cause=cause, retry=cause == "retry",
                     launch_intent=planning_intent())
-
-    def relaunch(self, run: RunInfo, place: Placement, cause: str) -> int:
-        """A new resumption of a recorded run (resume, retry); returns its index."""
-        return self.launch(parse_spec(run.spec), run.id, place, cause)
 
     def launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str, *, idx: int | None = None,
                planned: Planned | None = None) -> int:

@@ -64,7 +64,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from foundry.plugins.manager import notify_run_event, secret_type_registry
+from foundry.plugins.manager import secret_type_registry
 
 from foundry.app.runspec import RunSpec
 
@@ -165,8 +165,3 @@ class ControlPlane:
     def check_secret_access(self, name: str, url: str, limit: int = 5) -> list[str]:
         """The first `limit` keys under `url`, listed with the secret's credentials (secret_check.py)."""
         return check_bucket_access(self.secrets, name, url, limit)
-
-    # --- plugin hook --------------------------------------------------------------------------
-    def emit(self, run_name: str, event: str, details: dict) -> None:
-        """Tell every on_run_event observer; a failing one is logged and skipped (plugins.manager)."""
-        notify_run_event(run_name, event, details)

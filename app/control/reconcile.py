@@ -108,9 +108,10 @@ class Watchdog:
 
     def _retry(self, run: RunInfo, res: Resumption) -> str:
         """Relaunch a lost run where it ran, with the same devices (the launcher's one path)."""
-        place = placement_for(parse_spec(run.spec), res.cluster, res.devices, res.nodes)
+        spec = parse_spec(run.spec)
+        place = placement_for(spec, res.cluster, res.devices, res.nodes)
         try:
-            idx = self.launcher.relaunch(run, place, cause="retry")
+            idx = self.launcher.launch(spec, run.id, place, cause="retry")
         except FoundryError as exc:
             return f"{run.name}: retry failed: {exc.message}"
         retry = {"resumption": idx, "cluster": res.cluster,

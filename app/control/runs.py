@@ -145,7 +145,7 @@ class Runs:
         place = placement_for(spec, cluster or (last.cluster if last else None), gpus,
                               nodes or (last.nodes if last else None))
         self.check_refs(spec, place.cluster)
-        idx = self.launcher.relaunch(run, place, cause="resume")
+        idx = self.launcher.launch(spec, run.id, place, cause="resume")
         self.registry.add_event(run.id, "resumed", idx, {"cluster": place.cluster, "devices": place.devices})
         notify_run_event(name, "resumed", {"resumption": idx, "cluster": place.cluster, "devices": place.devices})
         return self.get(name, reconcile=False)
