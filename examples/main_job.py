@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from examples.gpt.prep import prepare  # noqa: E402
-from foundry.app.control import ControlPlane  # noqa: E402
-from foundry.app.control.plane import RESUMABLE  # noqa: E402
+from foundry.app.control import RESUMABLE_STATUSES, ControlPlane  # noqa: E402
 from foundry.plugins.errors import FoundryError  # noqa: E402
 from foundry.plugins.manager import open_store  # noqa: E402
 
@@ -49,7 +48,7 @@ def prepare_data(storage: Path) -> str:
 
 def start_run(cp: ControlPlane, spec: dict, resume: bool):
     existing = {r.name: r for r in cp.list_runs()}.get(RUN)
-    if existing is not None and resume and existing.status in RESUMABLE:
+    if existing is not None and resume and existing.status in RESUMABLE_STATUSES:
         print(f"resuming run {RUN} (status {existing.status}) as a new resumption", flush=True)
         return cp.resume_run(RUN)
     if existing is not None and resume:  # completed (its time budget ran out): a new run continues it

@@ -12,8 +12,8 @@ import yaml
 
 from foundry.plugins.errors import ConfigError
 
-from .output import sink
-from .verbs import json_option, verb
+from .groups import group
+from .output import json_option, sink
 
 
 def _cp():
@@ -60,6 +60,6 @@ def delete_cluster(name: str = typer.Argument(..., help="Cluster name.")) -> Non
 
 
 def register(app: typer.Typer) -> None:
-    verb(app, "get").command("clusters")(get_clusters)
-    verb(app, "create").command("cluster")(create_cluster)
-    verb(app, "delete").command("cluster")(delete_cluster)
+    group(app, "get").command("clusters")(get_clusters)
+    group(app, "create").command("cluster")(create_cluster)
+    group(app, "delete").command("cluster")(delete_cluster)

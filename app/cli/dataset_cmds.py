@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import typer
 
-from .groups import DATASET_HELP, sub_app
+from .groups import group
 from .output import sink
 
 
@@ -147,7 +147,7 @@ def verify_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    sub = sub_app(app, "dataset", DATASET_HELP)
+    sub = group(app, "dataset")
     sub.command("convert")(convert_cmd)
     sub.command("inspect")(inspect_cmd)
     sub.command("verify")(verify_cmd)

@@ -1,7 +1,8 @@
 """`foundry dataset add URL [--name N]`, `foundry dataset list`, `foundry dataset remove NAME`: the
 registered datasets (FOUNDRY_HOME/datasets.yaml) the TUI's Datasets screen shows.
 
-Adds to the `dataset` sub-app when another module (convert/inspect/verify) already made one.
+Adds to the `dataset` group that convert/inspect/verify (dataset_cmds.py) share; the work is in
+`ControlPlane.datasets`.
 """
 
 from __future__ import annotations
@@ -10,16 +11,14 @@ from typing import Optional
 
 import typer
 
-from .groups import DATASET_HELP, sub_app
-from .output import sink
-from .verbs import json_option
+from .groups import group
+from .output import json_option, sink
 
 
-def _registry():
-    from foundry.app.control.config import FoundryPaths
-    from foundry.app.control.datasets import DatasetRegistry
+def _datasets():
+    from foundry.app.control import ControlPlane
 
-    return DatasetRegistry(FoundryPaths.resolve().home)
+    return ControlPlane().datasets
 
 
 def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, file:// or a folder)."),
@@ -29,15 +28,7 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
         json_out: bool = json_option()) -> None:
     """Register a dataset URL (shown by `foundry dataset list` and the TUI)."""
     sink.json_mode = sink.json_mode or json_out
-    if secret:
-        from foundry.app.control.config import FoundryPaths
-        from foundry.app.control.secrets import SecretStore
-        from foundry.plugins.errors import ConfigError
-
-        if not SecretStore(FoundryPaths.resolve().secrets_dir).exists(secret):
-            raise ConfigError(f"no secret named {secret!r}", hint="`foundry get secrets` lists them; "
-                                                                "`foundry create secret` adds one")
-    entry = _registry().add(url, name, secret)
+    entry = _datasets().add(url, name, secret)
     if sink.json_mode:
         sink.emit({"name": entry.name, "url": entry.url} | ({"secret": entry.secret} if entry.secret else {}))
     else:
@@ -47,7 +38,7 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
 def list_datasets(json_out: bool = json_option()) -> None:
     """List registered datasets."""
     sink.json_mode = sink.json_mode or json_out
-    entries = _registry().list()
+    entries = _datasets().list()
     if sink.json_mode:  # "secret" only where one is bound
         sink.emit([{"name": e.name, "url": e.url} | ({"secret": e.secret} if e.secret else {}) for e in entries])
     else:
@@ -57,12 +48,12 @@ def list_datasets(json_out: bool = json_option()) -> None:
 
 def remove(name: str = typer.Argument(..., help="Name or URL of a registered dataset.")) -> None:
     """Forget a registered dataset (its data is untouched)."""
-    _registry().remove(name)
+    _datasets().remove(name)
     sink.info(f"removed dataset {name}")
 
 
 def register(app: typer.Typer) -> None:
-    sub = sub_app(app, "dataset", DATASET_HELP)
+    sub = group(app, "dataset")
     sub.command("add")(add)
     sub.command("list")(list_datasets)
     sub.command("remove")(remove)

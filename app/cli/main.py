@@ -14,7 +14,14 @@ import typer
 from foundry import __version__
 from foundry.plugins.errors import FoundryError
 
+from . import (checkpoint_cmds, cluster_cmds, dataset_cmds, dataset_registry_cmds, plugins_cmd, run_cmds,
+               secret_cmds, storage_cmds)
 from .output import sink
+
+# The command modules, one per noun; each exposes `register(app)` and adds its commands (or its verbs'
+# commands: groups.py) to the root app. Plain imports, so linters and import graphs see the whole CLI.
+COMMAND_MODULES = (run_cmds, secret_cmds, cluster_cmds, dataset_registry_cmds, dataset_cmds, storage_cmds,
+                   checkpoint_cmds)
 
 
 def _version(value: bool) -> None:
@@ -39,28 +46,14 @@ def build_app() -> typer.Typer:
     ) -> None:
         sink.json_mode = json_out
 
-    from . import plugins_cmd
-
     app.command("plugins")(plugins_cmd.plugins)
-    for register in _command_modules():
-        register(app)
+    for module in COMMAND_MODULES:
+        module.register(app)
 
     from foundry.plugins.manager import get_plugin_manager
 
     get_plugin_manager().hook.register_commands(app=app)
     return app
-
-
-def _command_modules():
-    """Each command module exposes `register(app)`; modules appear as their issues land."""
-    import importlib
-
-    for name in COMMAND_MODULES:
-        yield importlib.import_module(f"foundry.app.cli.{name}").register
-
-
-# Command modules of the CLI, one per noun (each exposes `register(app)`).
-COMMAND_MODULES: list[str] = ["run_cmds", "secret_cmds", "cluster_cmds", "dataset_registry_cmds", "dataset_cmds", "storage_cmds", "checkpoint_cmds"]
 
 
 def report_error(exc: FoundryError) -> int:

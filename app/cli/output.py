@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -73,3 +74,8 @@ def _cell(value: Any) -> str:
 
 
 sink = Sink()
+
+
+def json_option() -> bool:
+    """The per-command `--json` (the root's `foundry --json` sets the same sink)."""
+    return typer.Option(False, "--json", help="Print JSON.")

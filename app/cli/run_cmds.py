@@ -12,8 +12,8 @@ import yaml
 
 from foundry.plugins.errors import FoundryError
 
-from .output import sink
-from .verbs import json_option, verb
+from .groups import group
+from .output import json_option, sink
 
 
 def _cp():
@@ -140,9 +140,7 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     run = cp.get_run(name)
     from dataclasses import asdict
 
-    from foundry.app.control import run_views
-
-    progress = run_views.run_progress(cp, run)
+    progress = cp.runs.progress(run)
     usage = cp.egress(name)
     if sink.json_mode:
         data = dict(run.to_dict(), progress=asdict(progress))
@@ -169,11 +167,11 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
         sink.out.print()
         sink.lines([curve])
     if usage["nodes"]:
-        from foundry.app.control import egress
+        from foundry.app.control import egress_cost_line, egress_rows
 
         sink.out.print()
-        sink.emit(egress.rows(usage), title="Transfers per node (storage layer, exact bytes)")
-        sink.lines([egress.cost_line(usage)])
+        sink.emit(egress_rows(usage), title="Transfers per node (storage layer, exact bytes)")
+        sink.lines([egress_cost_line(usage)])
     sink.out.print()
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}
@@ -274,6 +272,6 @@ def register(app: typer.Typer) -> None:
     app.command("stop")(stop)
     app.command("resume")(resume)
     app.command("watch")(watch)
-    verb(app, "get").command("runs")(get_runs)
-    verb(app, "describe").command("run")(describe_run)
-    verb(app, "delete").command("run")(delete_run)
+    group(app, "get").command("runs")(get_runs)
+    group(app, "describe").command("run")(describe_run)
+    group(app, "delete").command("run")(delete_run)

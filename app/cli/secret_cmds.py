@@ -23,8 +23,8 @@ import typer
 from foundry.plugins.errors import ConfigError
 from foundry.plugins.secrets import SecretType
 
-from .output import sink
-from .verbs import json_option, verb
+from .groups import group
+from .output import json_option, sink
 
 
 def _cp():
@@ -114,7 +114,7 @@ def _name_and_values(stype: SecretType, kwargs: dict, stdin: _Stdin) -> tuple[st
         given[main.name] = _one_line_end(_read_file(from_file, "--from-file", stdin))
     aws = {k: kwargs.pop(k, None) for k in ("config_file", "credentials_file", "profile")}
     if aws["config_file"] or aws["credentials_file"]:
-        from foundry.app.control.aws_files import s3_values_from_aws_files
+        from foundry.app.control import s3_values_from_aws_files
 
         for field, value in s3_values_from_aws_files(aws["config_file"], aws["credentials_file"],
                                                       aws["profile"] or "default").items():
@@ -196,6 +196,6 @@ def register(app: typer.Typer) -> None:
                              no_args_is_help=True)
     for reg in sorted(secret_type_registry().items.values(), key=lambda r: r.name):
         secret_app.command(reg.name, help=f"{reg.value.description}.")(_create_command(reg.value))
-    verb(app, "create").add_typer(secret_app, name="secret")
-    verb(app, "get").command("secrets")(get_secrets)
-    verb(app, "delete").command("secret")(delete_secret)
+    group(app, "create").add_typer(secret_app, name="secret")
+    group(app, "get").command("secrets")(get_secrets)
+    group(app, "delete").command("secret")(delete_secret)

@@ -54,8 +54,22 @@ CPU_OVERSUBSCRIPTION = 8     # CPU processes per core a CPU-only node may be ask
 MIN_CPU_PROCESSES = 16
 
 
-def check_capacity(provider: Any, place: Placement) -> None:
-    """Refuse a placement larger than the cluster, where the provider says how large it is."""
+def describe_cluster(provider: Any) -> dict[str, Any] | None:
+    """The provider's describe(), or None when the cluster cannot say now (unreachable, no rights).
+
+    Providers wrap their failures in FoundryError (plugins/compute.py); anything else is a bug and
+    propagates rather than passing for "unknown"."""
+    from foundry.plugins.errors import FoundryError
+
+    try:
+        return provider.describe() or {}
+    except FoundryError:
+        return None
+
+
+def check_capacity(provider: Any, place: Placement, desc: dict[str, Any] | None) -> None:
+    """Refuse a placement larger than the cluster, where the provider says how large it is
+    (`desc`: describe_cluster's answer; None: capacity unknown, the provider decides at launch)."""
     from foundry.plugins.errors import ConfigError
 
     max_nodes = getattr(provider.capabilities, "max_nodes", None)
@@ -63,9 +77,7 @@ def check_capacity(provider: Any, place: Placement) -> None:
         most = "one node" if max_nodes == 1 else f"at most {max_nodes} nodes"
         raise ConfigError(f"cluster {place.cluster!r} runs on {most} (asked for {place.nodes})",
                           hint="use fewer nodes (--nodes), or another cluster (--cluster)")
-    try:
-        desc = provider.describe() or {}
-    except Exception:  # capacity unknown (cluster unreachable now): the provider decides at launch
+    if desc is None:
         return
     nodes, gpus = desc.get("nodes"), desc.get("gpus")
     if isinstance(nodes, int) and nodes > 0 and place.nodes > nodes:
@@ -99,6 +111,22 @@ def check_support(provider: Any, place: Placement, spec: RunSpec) -> None:
     if mode not in getattr(caps, "launch_modes", ("per_process",)):
         raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot start the command once per node "
                           f"(launch: {mode})", hint="set `launch: per_process` (the command then runs once per device)")
+
+
+def wants_gpus(provider: Any, place: Placement, desc: dict[str, Any] | None) -> bool:
+    """Whether the job asks for GPUs: the provider can schedule them and the cluster has some.
+
+    A gpu_type decides; else the cluster's GPU count; unknown (desc None, or no count given) keeps
+    what the provider's capabilities promise, and the scheduler has the last word at launch."""
+    if not getattr(provider.capabilities, "gpus", False):
+        return False
+    if place.gpu_type:
+        return place.gpu_type.lower() not in ("cpu", "none")
+    gpus = (desc or {}).get("gpus")
+    try:
+        return gpus is None or int(gpus) > 0
+    except (TypeError, ValueError):  # a count the provider gave in a shape we cannot read: unknown
+        return True
 
 
 def job_command(spec: RunSpec) -> list[str]:

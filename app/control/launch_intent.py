@@ -9,7 +9,7 @@ could not reach and that `resume` would train a second copy of. So every resumpt
      "stage": "planning" | "launching",
      "job": {...}}                              # provider.launch_intent(plan), before provider.launch
 
-`resolve(cp, run, res)` runs in reconcile (so in every command that touches a run) for an active
+`resolve(registry, clusters, run, res)` runs in reconcile (so in every command that touches a run) for an active
 resumption without a handle:
   - its launcher is alive            -> still launching: leave it (the launcher records the outcome)
   - stage "planning"                 -> nothing was started: failed, resumable at once
@@ -30,10 +30,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from foundry.plugins.compute import JobHandle
+from foundry.plugins.manager import notify_run_event
+from foundry.plugins.process_identity import create_time
 
 if TYPE_CHECKING:
+    from .clusters import Clusters
     from .models import Resumption, RunInfo
-    from .plane import ControlPlane
+    from .registry import Registry
 
 log = logging.getLogger("foundry.control")
 
@@ -41,7 +44,7 @@ LAUNCH_GRACE_S = 120.0  # rows without an intent: no handle after this long mean
 
 
 def launcher_identity() -> dict[str, Any]:
-    return {"pid": os.getpid(), "started": _create_time(os.getpid()), "host": socket.gethostname()}
+    return {"pid": os.getpid(), "started": create_time(os.getpid()), "host": socket.gethostname()}
 
 
 def planning_intent() -> dict[str, Any]:
@@ -60,7 +63,7 @@ def launcher_alive(launcher: dict[str, Any]) -> bool:
     pid, started = launcher.get("pid"), launcher.get("started")
     if not isinstance(pid, int):
         return False
-    now = _create_time(pid)
+    now = create_time(pid)
     if now is None:
         return False
     try:
@@ -73,32 +76,36 @@ def launcher_alive(launcher: dict[str, Any]) -> bool:
     return started is None or abs(now - float(started)) < 1.0
 
 
-def resolve(cp: "ControlPlane", run: "RunInfo", res: "Resumption") -> str | None:
+def handle_record(handle: JobHandle) -> dict[str, Any]:
+    """A job handle as the registry stores it (JobHandle(**record) reads it back)."""
+    return {"provider": handle.provider, "cluster": handle.cluster, "job_id": handle.job_id, "data": handle.data}
+
+
+def resolve(registry: "Registry", clusters: "Clusters", run: "RunInfo", res: "Resumption") -> str | None:
     """Settle an active resumption that has no job handle; returns the action taken (or None)."""
-    intent = cp.registry.launch_intent(run.id, res.index)
+    intent = registry.launch_intent(run.id, res.index)
     if intent is None:
         if res.state == "pending" and time.time() - (res.started_at or 0) > LAUNCH_GRACE_S:
-            return _fail(cp, run, res, "launch was interrupted (the process launching it exited); resume it")
+            return _fail(registry, run, res, "launch was interrupted (the process launching it exited); resume it")
         return None
     if launcher_alive(intent.get("launcher") or {}):
         return None
     if intent.get("stage") != "launching":
-        return _fail(cp, run, res, "launch was interrupted before anything started; resume it")
-    provider = cp.clusters.provider(res.cluster)
+        return _fail(registry, run, res, "launch was interrupted before anything started; resume it")
+    provider = clusters.provider(res.cluster)
     reclaim = getattr(provider, "reclaim", None)
     if intent.get("job") is None or not callable(reclaim):
         if time.time() - (res.started_at or 0) > LAUNCH_GRACE_S:
-            return _fail(cp, run, res, "launch was interrupted and the provider cannot tell whether the job "
+            return _fail(registry, run, res, "launch was interrupted and the provider cannot tell whether the job "
                                        "started; check the cluster, then resume it")
         return None
     handle: JobHandle | None = reclaim(intent["job"])
     if handle is None:
-        return _fail(cp, run, res, "launch was interrupted before the job started (nothing runs); resume it")
-    data = {"provider": handle.provider, "cluster": handle.cluster, "job_id": handle.job_id, "data": handle.data}
-    if cp.registry.adopt_handle(run.id, res.index, data, handle.job_id):
+        return _fail(registry, run, res, "launch was interrupted before the job started (nothing runs); resume it")
+    if registry.adopt_handle(run.id, res.index, handle_record(handle), handle.job_id):
         details = {"resumption": res.index, "job_id": handle.job_id, "cluster": res.cluster}
-        cp.registry.add_event(run.id, "adopted", res.index, details)
-        cp.emit(run.name, "adopted", details)
+        registry.add_event(run.id, "adopted", res.index, details)
+        notify_run_event(run.name, "adopted", details)
         return f"{run.name}: resumption {res.index} adopted job {handle.job_id} (its launcher had exited)"
     return None
 
@@ -115,20 +122,11 @@ def reclaim_after_error(provider: Any, intent: dict[str, Any] | None) -> JobHand
         return None
 
 
-def _fail(cp: "ControlPlane", run: "RunInfo", res: "Resumption", reason: str) -> str | None:
-    if cp.registry.transition(run.id, res.index, res.state, "failed", "failed",
+def _fail(registry: "Registry", run: "RunInfo", res: "Resumption", reason: str) -> str | None:
+    if registry.transition(run.id, res.index, res.state, "failed", "failed",
                               {"resumption": res.index, "reason": reason},
                               ended_at=time.time(), exit_reason=reason):
-        cp.emit(run.name, "failed", {"resumption": res.index, "reason": reason})
+        notify_run_event(run.name, "failed", {"resumption": res.index, "reason": reason})
         return f"{run.name}: resumption {res.index} failed: launch interrupted"
     return None
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except Exception:
-        return None
 

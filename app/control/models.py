@@ -18,6 +18,7 @@ class _Dict:
 # Run statuses, from the latest resumption's JobState plus the control plane's own intents.
 ACTIVE_STATUSES = ("pending", "running", "stopping")
 TERMINAL_STATUSES = ("paused", "completed", "failed", "lost", "stopped")
+RESUMABLE_STATUSES = ("paused", "stopped", "failed", "lost")   # what resume (and move) accept
 
 
 @dataclass

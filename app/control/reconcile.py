@@ -12,73 +12,75 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from foundry.plugins.compute import JobHandle, JobState
 from foundry.plugins.errors import FoundryError
+from foundry.plugins.manager import notify_run_event
 
+from foundry.app.runspec import parse_spec
+
+from .clusters import Clusters
+from .config import FoundryPaths
 from .failure_reason import failure_reason
+from .launch import placement_for
 from .launch_intent import resolve as resolve_launch
-from .models import ACTIVE_STATUSES
-
-if TYPE_CHECKING:
-    from .plane import ControlPlane
+from .launcher import Launcher
+from .metrics_log import read_metrics
+from .models import ACTIVE_STATUSES, Resumption, RunInfo
+from .registry import Registry
+from .run_views import resumed_from
 
 log = logging.getLogger("foundry.control")
 
 
-def _record_resumed_from(cp, run, idx: int) -> None:
-    """The checkpoint the trainer resumed from: its structured `resumed` record in metrics.jsonl."""
-    from .run_views import resumed_from
+class Watchdog:
+    def __init__(self, paths: FoundryPaths, registry: Registry, clusters: Clusters, launcher: Launcher):
+        self.paths, self.registry, self.clusters, self.launcher = paths, registry, clusters, launcher
 
-    checkpoint = resumed_from(cp.metrics(run.name)).get(idx)
-    if checkpoint:
-        cp.registry.update_resumption(run.id, idx, resumed_from=checkpoint)
+    def step(self, name: str | None = None) -> list[str]:
+        """One pass over the active runs (or the run `name`); one line per action taken."""
+        actions: list[str] = []
+        runs = [self.registry.get_run(name, events=False)] if name else self.registry.list_runs()
+        for run in runs:
+            if run is None or run.latest is None or run.latest.state not in ACTIVE_STATUSES:
+                continue
+            actions += self._observe(run)
+        return actions
 
-
-def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
-    """Returns one line per action taken (for `foundry watch` and tests)."""
-    from foundry.app.runspec import parse_spec
-
-    from .launch import placement_for
-
-    actions: list[str] = []
-    runs = [cp.registry.get_run(name, events=False)] if name else cp.registry.list_runs()
-    for run in runs:
-        if run is None or run.latest is None or run.latest.state not in ACTIVE_STATUSES:
-            continue
+    def _observe(self, run: RunInfo) -> list[str]:
+        actions: list[str] = []
         res = run.latest
-        handle_data = cp.registry.handle(run.id, res.index)
+        handle_data = self.registry.handle(run.id, res.index)
         if handle_data is None:  # being launched by another process now, or that process died
             try:
-                action = resolve_launch(cp, run, res)
+                action = resolve_launch(self.registry, self.clusters, run, res)
             except FoundryError as exc:
                 log.warning("cannot settle the launch of %s: %s", run.name, exc.message)
-                continue
+                return actions
             if action:
                 actions.append(action)
-            handle_data = cp.registry.handle(run.id, res.index)
+            handle_data = self.registry.handle(run.id, res.index)
             if handle_data is None:
-                continue
-            run = cp.registry.get_run(run.name, events=False) or run
+                return actions
+            run = self.registry.get_run(run.name, events=False) or run
             res = run.latest
         if not res.resumed_from:  # known as soon as the trainer restored, not only at the end
-            _record_resumed_from(cp, run, res.index)
+            self._record_resumed_from(run, res.index)
         try:
-            provider = cp.clusters.provider(res.cluster)
+            provider = self.clusters.provider(res.cluster)
             status = provider.status(JobHandle(**handle_data))
         except FoundryError as exc:
             log.warning("cannot observe %s: %s", run.name, exc.message)
-            continue
+            return actions
         state = status.state.value
         if state == res.state or state == JobState.UNKNOWN.value:
-            continue
+            return actions
         if not status.state.terminal:
             if res.state == "stopping":
-                continue  # the provider still sees it running: the stop is in flight
-            if cp.registry.transition(run.id, res.index, res.state, state, state, {"resumption": res.index}):
-                cp.emit(run.name, state, {"resumption": res.index, "cluster": res.cluster})
-            continue
+                return actions  # the provider still sees it running: the stop is in flight
+            if self.registry.transition(run.id, res.index, res.state, state, state, {"resumption": res.index}):
+                notify_run_event(run.name, state, {"resumption": res.index, "cluster": res.cluster})
+            return actions
         # A job that ends by a signal after the user stopped it was stopped; one that fails on its own
         # error while stopping (exit code < 128) still failed. "stopping" means someone asked: providers
         # report STOPPING only from the marker their stop() writes (never from a SIGTERM the scheduler
@@ -93,25 +95,34 @@ def reconcile(cp: "ControlPlane", name: str | None = None) -> list[str]:
             reason = failure_reason(provider, JobHandle(**handle_data), status.exit_code, reason)
         details = {"resumption": res.index, "cluster": res.cluster, "exit_code": status.exit_code,
                    "reason": reason}
-        if not cp.registry.transition(run.id, res.index, res.state, state, state, details,
-                                      ended_at=time.time(), exit_code=status.exit_code,
-                                      exit_reason=reason):
-            continue  # another reconciler got there first
-        cp.emit(run.name, state, details)
+        if not self.registry.transition(run.id, res.index, res.state, state, state, details,
+                                        ended_at=time.time(), exit_code=status.exit_code, exit_reason=reason):
+            return actions  # another reconciler got there first
+        notify_run_event(run.name, state, details)
         actions.append(f"{run.name}: resumption {res.index} {state}")
         if not res.resumed_from:
-            _record_resumed_from(cp, run, res.index)
+            self._record_resumed_from(run, res.index)
         if state == JobState.LOST.value and run.retries_used < run.max_retries:
-            spec = parse_spec(run.spec)
-            place = placement_for(spec, res.cluster, res.devices, res.nodes)
-            try:
-                idx = cp._launch(spec, run.id, place, cause="retry")
-            except FoundryError as exc:
-                actions.append(f"{run.name}: retry failed: {exc.message}")
-                continue
-            retry = {"resumption": idx, "cluster": res.cluster,
-                     "attempt": run.retries_used + 1, "max_retries": run.max_retries}
-            cp.registry.add_event(run.id, "retried", idx, retry)
-            cp.emit(run.name, "retried", retry)
-            actions.append(f"{run.name}: retried as resumption {idx}")
-    return actions
+            actions.append(self._retry(run, res))
+        return actions
+
+    def _retry(self, run: RunInfo, res: Resumption) -> str:
+        """Relaunch a lost run where it ran, with the same devices (the launcher's one path)."""
+        spec = parse_spec(run.spec)
+        place = placement_for(spec, res.cluster, res.devices, res.nodes)
+        try:
+            idx = self.launcher.launch(spec, run.id, place, cause="retry")
+        except FoundryError as exc:
+            return f"{run.name}: retry failed: {exc.message}"
+        retry = {"resumption": idx, "cluster": res.cluster,
+                 "attempt": run.retries_used + 1, "max_retries": run.max_retries}
+        self.registry.add_event(run.id, "retried", idx, retry)
+        notify_run_event(run.name, "retried", retry)
+        return f"{run.name}: retried as resumption {idx}"
+
+    def _record_resumed_from(self, run: RunInfo, idx: int) -> None:
+        """The checkpoint the trainer resumed from: its structured `resumed` record in metrics.jsonl."""
+        records = read_metrics(self.paths.run_dir(run.name) / "metrics.jsonl")
+        checkpoint = resumed_from(records).get(idx)
+        if checkpoint:
+            self.registry.update_resumption(run.id, idx, resumed_from=checkpoint)

@@ -118,11 +118,16 @@ class Registry:
             db.close()
 
     # --- runs ---------------------------------------------------------------------------------
+    @staticmethod
+    def new_run_id() -> str:
+        """A fresh run id, for a caller that plans the run before it records it."""
+        return uuid.uuid4().hex[:12]
+
     def create_run(self, name: str, spec: dict[str, Any], max_retries: int, submit_dir: str | None = None,
-                   first: dict[str, Any] | None = None) -> str:
+                   first: dict[str, Any] | None = None, run_id: str | None = None) -> str:
         """A new run; with `first` (add_resumption's keywords) its resumption 0 in the same transaction,
         so no process death leaves a run without the resumption that says who is launching it."""
-        run_id = uuid.uuid4().hex[:12]
+        run_id = run_id or self.new_run_id()
         now = time.time()
         with self.write() as db:
             if db.execute("SELECT 1 FROM runs WHERE name=?", (name,)).fetchone():
@@ -158,13 +163,6 @@ class Registry:
     def delete_run(self, name: str) -> bool:
         with self.write() as db:
             return db.execute("DELETE FROM runs WHERE name=?", (name,)).rowcount > 0
-
-    def set_status(self, run_id: str, status: str, *, retry: bool = False) -> None:
-        with self.write() as db:
-            db.execute(
-                "UPDATE runs SET status=?, updated_at=?, retries_used=retries_used+? WHERE id=?",
-                (status, time.time(), int(retry), run_id),
-            )
 
     # --- resumptions --------------------------------------------------------------------------
     def add_resumption(self, run_id: str, **fields: Any) -> int:

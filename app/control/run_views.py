@@ -1,8 +1,9 @@
 """What the dashboards show about a run beyond the registry: progress from metrics.jsonl (step / max,
 loss, throughput, ETA), the resolved config, and the checkpoints in its save folder.
 
-Pure summarising (`summarize`) is apart from I/O (`run_progress`, `run_checkpoints`), so the CLI and
-the TUI print the same numbers.
+Pure summarising (`summarize`, `steps_by_resumption`) is apart from the readers of a run folder
+(`run_progress`, `save_url`, `list_checkpoints`); the CLI and the TUI reach them through
+`ControlPlane.runs`, so both print the same numbers.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from foundry.app.control.models import RunInfo
+from .models import RunInfo
 
 
 @dataclass
@@ -83,33 +85,34 @@ def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> Ru
     return out
 
 
-def resolved_config(cp, name: str) -> dict[str, Any]:
-    """The trainer's resolved config (run_dir/config.json) when it wrote one, else the run spec."""
-    path = cp.paths.run_dir(name) / "config.json"
+def _config_json(run_dir: Path) -> Any:
+    """The trainer's resolved config (run_dir/config.json) when it wrote a readable one, else None."""
+    path = run_dir / "config.json"
     if path.exists():
         try:
             return json.loads(path.read_text())
         except ValueError:
             pass
-    return cp.get_run(name, reconcile=False).spec
+    return None
 
 
-def run_progress(cp, run: RunInfo) -> RunProgress:
-    path = cp.paths.run_dir(run.name) / "config.json"
-    config = None
-    if path.exists():
-        try:
-            config = json.loads(path.read_text())
-        except ValueError:
-            config = None
-    progress = summarize(cp.metrics(run.name), max_steps_of(run.spec, config))
+def resolved_config(run_dir: Path, run: RunInfo) -> dict[str, Any]:
+    """The trainer's resolved config when it wrote one, else the run spec."""
+    config = _config_json(run_dir)
+    return run.spec if config is None else config
+
+
+def run_progress(run_dir: Path, run: RunInfo, records: list[dict[str, Any]]) -> RunProgress:
+    """Progress from the run's metrics `records`; no ETA once the run is not active."""
+    progress = summarize(records, max_steps_of(run.spec, _config_json(run_dir)))
     if run.status not in ("pending", "running", "stopping"):
         progress.eta_s = None
     return progress
 
 
-def save_url(cp, run: RunInfo) -> str | None:
-    config = resolved_config(cp, run.name)
+def save_url(run_dir: Path, run: RunInfo) -> str | None:
+    """Where the run's trainer saves checkpoints: the resolved folder, else the spec's template."""
+    config = resolved_config(run_dir, run)
     trainer = config.get("trainer") if isinstance(config, dict) else None
     if isinstance(trainer, dict) and trainer.get("save_folder_resolved"):
         return trainer["save_folder_resolved"]
@@ -117,17 +120,14 @@ def save_url(cp, run: RunInfo) -> str | None:
     return folder.format(run_name=run.name) if isinstance(folder, str) else None
 
 
-def run_checkpoints(cp, run: RunInfo) -> list[CheckpointRow]:
-    """Every checkpoint in the run's save folder (oldest first), with its storage URL."""
-    url = save_url(cp, run)
-    if not url:
-        return []
+def list_checkpoints(url: str) -> list[CheckpointRow]:
+    """Every checkpoint in the save folder at `url` (oldest first), with its storage URL."""
     from foundry.plugins.manager import open_store
-    from foundry.trainer.checkpoint.store_ops import list_checkpoints
+    from foundry.trainer.checkpoint.store_ops import list_checkpoints as _list
 
     store = open_store(url)
     return [CheckpointRow(e.name, e.epoch, e.batch, e.complete, e.latest, e.size, store.child_url(e.name))
-            for e in list_checkpoints(store)]
+            for e in _list(store)]
 
 
 def resumed_from(records: list[dict[str, Any]]) -> dict[int, str]:

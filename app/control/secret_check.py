@@ -9,13 +9,13 @@ from __future__ import annotations
 from foundry.plugins.errors import FoundryError, StorageError
 
 from .secret_env import secret_environment
-from .secrets import mask
+from .secrets import SecretStore, mask
 
 
-def check_bucket_access(cp, secret: str, url: str, limit: int = 5) -> list[str]:
+def check_bucket_access(secrets: SecretStore, secret: str, url: str, limit: int = 5) -> list[str]:
     """The first `limit` keys under `url`, read with `secret`'s credentials (raises a FoundryError)."""
-    values = cp.secrets.secret_values([secret])
-    with secret_environment(cp.secrets, [secret]):
+    values = secrets.secret_values([secret])
+    with secret_environment(secrets, [secret]):
         try:
             from foundry.plugins.manager import open_store
 

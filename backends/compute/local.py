@@ -31,6 +31,7 @@ from typing import Any, Iterator
 
 from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
 from foundry.plugins.errors import ProviderError
+from foundry.plugins.process_identity import create_time
 
 from .local_claim import CLAIM_FILE, claim_launch, read_claim
 
@@ -123,7 +124,7 @@ class LocalProvider:
         """Whether the pid file names a live launcher (its process exists, with that start time)."""
         try:
             pid, created = (job_dir / "pid").read_text().split()
-            now = _create_time(int(pid))
+            now = create_time(int(pid))
             return now is not None and (created == "None" or abs(now - float(created)) < 1.0)
         except (OSError, ValueError):
             return False
@@ -155,7 +156,7 @@ class LocalProvider:
                 env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True,
             )
-        created = _create_time(proc.pid)
+        created = create_time(proc.pid)
         (job_dir / "pid").write_text(f"{proc.pid} {created}")
         return JobHandle(provider=self.name, cluster=self.cluster, job_id=job_id,
                          data={"job_dir": str(job_dir), "pid": proc.pid, "create_time": created})
@@ -165,7 +166,7 @@ class LocalProvider:
         pid = handle.data.get("pid")
         if not pid:
             return False
-        created = _create_time(pid)
+        created = create_time(pid)
         if created is None:
             return False
         try:
@@ -229,15 +230,6 @@ def _gpu_count() -> int:
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except Exception:
-        return None
 
 
 def _tail(path: Path, follow: bool, finished, poll: float = 0.2) -> Iterator[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.compute import PAUSED_EXIT_CODE
+from foundry.plugins.process_identity import create_time
 
 from .local_claim import claim_launch
 
@@ -64,7 +65,7 @@ def classify(codes: dict[int, int | None], nprocs: int, stop_requested: bool) ->
 
 
 def main(job_dir: Path) -> int:
-    owner = f"started {os.getpid()} {_create_time()}"
+    owner = f"started {os.getpid()} {create_time(os.getpid())}"
     if claim_launch(job_dir, owner) != owner:  # the control plane gave this launch up (local_claim.py)
         print("[launcher] this launch was abandoned by the control plane; not starting", flush=True)
         return 0
@@ -120,12 +121,6 @@ def node_environment(nprocs: int) -> dict[str, str]:
     env.update(NODE_RANK="0", NUM_NODES="1", LOCAL_WORLD_SIZE=str(nprocs), WORLD_SIZE=str(nprocs),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     return env
-
-
-def _create_time() -> float:
-    import psutil
-
-    return psutil.Process(os.getpid()).create_time()
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def arm(point: str) -> None:
         for cls in providers:
             _before(cls, "launch")
     elif point == "in-launch":
-        _after(local, "_create_time")             # called right after Popen, before the pid file
+        _after(local, "create_time")              # called right after Popen, before the pid file
         _after(commands, "parse_sbatch")          # sbatch answered: the job exists
     elif point == "after-launch":
         for cls in providers:

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header
 
-from foundry.app.control.models import ACTIVE_STATUSES
+from foundry.app.control import ACTIVE_STATUSES
 
 from ..widgets.tables import FilterBar, LiveTable
 from .base import TableScreen

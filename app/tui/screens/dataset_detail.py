@@ -10,8 +10,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
-from foundry.app.control.datasets import inspect_dataset, read_samples
-from foundry.app.control.secret_env import secret_environment
 
 from .. import format as fmt
 from ..widgets.datasets import SampleView, short
@@ -46,8 +44,7 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="inspect dataset", group="summary")
     def load_summary(self) -> None:
-        with self.credentials():
-            summary = inspect_dataset(self.url)
+        summary = self.app.plane.datasets.inspect(self.url, secret=self.secret)
         self.app.call_from_thread(self._show_summary, summary)
         self.app.call_from_thread(self.load_page, 0)
 
@@ -70,8 +67,7 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="read samples", group="samples")
     def load_page(self, start: int) -> None:
-        with self.credentials():
-            samples = read_samples(self.url, start, PAGE)
+        samples = self.app.plane.datasets.samples(self.url, start, PAGE, secret=self.secret)
         self.app.call_from_thread(self._show_page, start, samples)
 
     def _show_page(self, start: int, samples: list[dict]) -> None:
@@ -98,7 +94,3 @@ class DatasetScreen(FoundryScreen):
         from .dataset_forms import VerifyDialog
 
         self.app.push_screen(VerifyDialog(self.url, self.secret))
-
-    def credentials(self):
-        """The dataset's stored secret (`foundry dataset add --secret`) for this read, if it has one."""
-        return secret_environment(self.app.plane.secrets, [self.secret] if self.secret else [])

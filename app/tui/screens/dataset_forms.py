@@ -9,7 +9,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, ProgressBar, Select
 
-from foundry.app.control.datasets import DatasetRegistry, convert_to_mds, verify_dataset
 from foundry.plugins.errors import FoundryError
 
 from ..errors import one_line
@@ -40,7 +39,7 @@ class AddDatasetForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="add dataset")
     def add(self, url: str, name: str | None) -> None:
         try:
-            entry = DatasetRegistry(self.app.plane.paths.home).add(url, name)
+            entry = self.app.plane.datasets.add(url, name)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
@@ -99,8 +98,9 @@ class ConvertForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="convert dataset")
     def convert(self, src: str, dst: str, compression: str | None) -> None:
         try:
-            summary = convert_to_mds(src, dst, compression=compression, progress=self._progress)
-            DatasetRegistry(self.app.plane.paths.home).add(summary.url)
+            datasets = self.app.plane.datasets
+            summary = datasets.convert(src, dst, compression=compression, progress=self._progress)
+            datasets.add(summary.url)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
@@ -141,10 +141,7 @@ class VerifyDialog(FoundryModal[None]):
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=total, progress=done)
 
-        from foundry.app.control.secret_env import secret_environment
-
-        with secret_environment(self.app.plane.secrets, [self.secret] if self.secret else []):
-            problems = verify_dataset(self.url, progress)
+        problems = self.app.plane.datasets.verify(self.url, progress, secret=self.secret)
         text = "ok: every hash matches" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems[:5])
         self.app.call_from_thread(self.query_one("#verify-result", Label).update, text)
 

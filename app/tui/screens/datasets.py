@@ -8,8 +8,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header
 
-from foundry.app.control.datasets import DatasetRegistry, inspect_dataset
-from foundry.app.control.secret_env import secret_environment
 from foundry.plugins.errors import FoundryError
 
 from .. import format as fmt
@@ -47,23 +45,19 @@ class DatasetsScreen(TableScreen):
         self.entries: dict = {}
         self.refresh_datasets()
 
-    @property
-    def registry(self) -> DatasetRegistry:
-        return DatasetRegistry(self.app.plane.paths.home)
-
     def action_refresh(self) -> None:
         self.refresh_datasets()
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="list datasets", group="refresh")
     def refresh_datasets(self) -> None:
-        entries = self.registry.list()
+        datasets = self.app.plane.datasets
+        entries = datasets.list()
         self.entries = {e.name: e for e in entries}
         self.show_rows([dataset_row(e) for e in entries])
         rows = []
         for e in entries:
             try:
-                with secret_environment(self.app.plane.secrets, [e.secret] if e.secret else []):
-                    rows.append(dataset_row(e, inspect_dataset(e.url)))
+                rows.append(dataset_row(e, datasets.inspect(e.url, secret=e.secret)))
             except FoundryError as exc:
                 rows.append(dataset_row(e, error="error: " + exc.message))
         self.show_rows(rows)
@@ -117,6 +111,6 @@ class DatasetsScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="remove dataset", group="action")
     def remove_dataset(self, name: str) -> None:
-        self.registry.remove(name)
+        self.app.plane.datasets.remove(name)
         self.app.call_from_thread(self.notify, f"removed dataset {name}")
         self.app.call_from_thread(self.refresh_datasets)

@@ -12,7 +12,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header, Label, Log, Select
 from textual.worker import get_current_worker
 
-from foundry.app.control.models import ACTIVE_STATUSES
+from foundry.app.control import ACTIVE_STATUSES
 
 from ..log_folding import fold_paused_exit
 from .base import FoundryScreen

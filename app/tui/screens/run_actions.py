@@ -70,13 +70,11 @@ class RunActions:
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="move run", group="action")
     def move_run(self, name: str, cluster: str, gpus: int | None, nodes: int | None) -> None:
-        from foundry.app.control.moves import move_run
-
         def step(message: str) -> None:
             self.app.call_from_thread(self.notify, message, timeout=3)
             self.app.call_from_thread(self.after_change)
 
-        info = move_run(self.app.plane, name, cluster=cluster, gpus=gpus, nodes=nodes, timeout=600, on_step=step)
+        info = self.app.plane.runs.move(name, cluster=cluster, gpus=gpus, nodes=nodes, timeout=600, on_step=step)
         self._done(f"run {name} moved to {info.cluster} (resumption {info.latest.index})")
 
     def action_delete(self) -> None:

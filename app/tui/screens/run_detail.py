@@ -12,8 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from foundry.app.control import egress, run_views
-from foundry.app.control.secret_env import secret_environment
+from foundry.app.control import egress_cost_line, egress_rows, steps_by_resumption
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
@@ -87,19 +86,18 @@ class RunDetailScreen(RunActions, FoundryScreen):
         plane = self.app.plane
         run = plane.get_run(self.run_name)
         records = plane.metrics(self.run_name)
-        progress = run_views.run_progress(plane, run)
-        spans = run_views.steps_by_resumption(run, records)
+        progress = plane.runs.progress(run)
+        spans = steps_by_resumption(run, records)
         full = self._ticks % 5 == 0
         self._ticks += 1
         checkpoints = config = logs = url = usage = None
         if full:
             usage = plane.egress(self.run_name)
-            url = run_views.save_url(plane, run)
-            config = run_views.resolved_config(plane, self.run_name)
+            url = plane.runs.save_url(run)
+            config = plane.runs.resolved_config(self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
             try:
-                with secret_environment(plane.secrets, run.spec.get("secrets") or []):  # the run's own
-                    checkpoints = run_views.run_checkpoints(plane, run)
+                checkpoints = plane.runs.checkpoints(run)  # read with the run's own secrets
             except Exception as exc:  # the store may be unreachable: say so, keep the rest
                 self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
         if get_current_worker().is_cancelled:
@@ -115,8 +113,8 @@ class RunDetailScreen(RunActions, FoundryScreen):
             return
         from rich.table import Table
 
-        table = Table(title="Transfers per node (exact bytes)", caption=egress.cost_line(usage), expand=False)
-        rows = egress.rows(usage)
+        table = Table(title="Transfers per node (exact bytes)", caption=egress_cost_line(usage), expand=False)
+        rows = egress_rows(usage)
         for key in rows[0]:
             table.add_column(key, justify="right" if key not in ("node",) else "left")
         for row in rows:

@@ -9,7 +9,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header
 
-from foundry.app.control.run_views import run_progress
 
 from ..widgets.runs import RunTable, run_row
 from ..widgets.tables import EmptyHint, FilterBar
@@ -55,7 +54,7 @@ class RunsScreen(RunActions, TableScreen):
         plane = self.app.plane
         runs = plane.list_runs()
         now = self.app.clock()
-        rows = [run_row(run, run_progress(plane, run), now) for run in runs]
+        rows = [run_row(run, plane.runs.progress(run), now) for run in runs]
         self.show_rows(rows)
 
     def selected_run(self) -> str | None:

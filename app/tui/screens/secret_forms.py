@@ -140,10 +140,8 @@ class BucketTestForm(FoundryModal[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="test secret")
     def run_test(self, url: str) -> None:
-        from foundry.app.control.secret_check import check_bucket_access
-
         try:
-            keys = check_bucket_access(self.app.plane, self.secret, url)
+            keys = self.app.plane.check_secret_access(self.secret, url)
         except FoundryError as exc:
             text = "failed: " + one_line(exc)
         else:

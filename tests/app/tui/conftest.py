@@ -114,6 +114,7 @@ NOW = 1_800_000_000.0
 def _fake_plane_class():
     from foundry.app.control import ControlPlane
     from foundry.app.control.models import ClusterInfo, Resumption, RunInfo, SecretInfo
+    from foundry.app.control.runs import Runs
 
     def run(name, status, cluster, res, created, max_steps=1000):
         resumptions = [Resumption(i, c, "local", 1, d, s, f"job-{i}", started_at=created + 60 * i,
@@ -140,13 +141,13 @@ def _fake_plane_class():
                      for s in range(0, 1001, 50)],
     }
 
-    class FakePlane(ControlPlane):
-        """The real facade over a fixed home, answering runs/metrics/clusters/secrets with fixed data."""
+    class FakeRuns(Runs):
+        """The real runs service, answering runs/metrics/logs with fixed data."""
 
-        def list_runs(self, reconcile=True):
+        def list(self, reconcile=True):
             return RUNS
 
-        def get_run(self, name, reconcile=True):
+        def get(self, name, reconcile=True):
             return next(r for r in RUNS if r.name == name)
 
         def metrics(self, name):
@@ -154,6 +155,13 @@ def _fake_plane_class():
 
         def logs(self, name, resumption=None, rank=None, follow=False):
             return iter([f"[rank 0] step {s} loss {m['loss']:.4f}" for m in METRICS[name][-8:] for s in [m["step"]]])
+
+    class FakePlane(ControlPlane):
+        """The real facade over a fixed home, with fixed runs (FakeRuns), clusters and secrets."""
+
+        def __init__(self, home):
+            super().__init__(home)
+            self.runs = FakeRuns(self.paths, self.registry, self.clusters, self.secrets, self.launcher)
 
         def list_clusters(self):
             return [ClusterInfo("local", "local", 2, 1, "ready"), ClusterInfo("gpu-box", "slurm", 8, 2, "ready"),

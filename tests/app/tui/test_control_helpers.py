@@ -78,17 +78,15 @@ def test_convert_csv_then_verify_detects_corruption(tmp_path):
 
 
 def test_secret_check_scopes_the_environment(plane, tmp_path, monkeypatch):
-    from foundry.app.control.secret_check import check_bucket_access
-
     monkeypatch.delenv("MY_TOKEN", raising=False)
     plane.create_secret("tok", "env", {"key": "MY_TOKEN", "value": "s3cr3t-value"})
     bucket = tmp_path / "bucket"
     bucket.mkdir()
     (bucket / "k1").write_text("x")
-    assert check_bucket_access(plane, "tok", bucket.as_uri()) == ["k1"]
+    assert plane.check_secret_access("tok", bucket.as_uri()) == ["k1"]
     assert "MY_TOKEN" not in os.environ
     with pytest.raises(Exception) as info:
-        check_bucket_access(plane, "tok", "nope://bucket")
+        plane.check_secret_access("tok", "nope://bucket")
     assert "s3cr3t-value" not in str(info.value)
 
 

@@ -53,7 +53,6 @@ def test_sample_values_render_by_type():
 
 
 def test_run_checkpoints_listed_with_urls(plane, run_yaml, tmp_path):
-    from foundry.app.control.run_views import run_checkpoints
     from foundry.trainer.checkpoint.format import LATEST, MANIFEST, pointer_bytes
 
     save = tmp_path / "ckpt" / "tiny"
@@ -66,7 +65,7 @@ def test_run_checkpoints_listed_with_urls(plane, run_yaml, tmp_path):
     (save / LATEST).write_bytes(pointer_bytes("ep0-ba20", b"{}"))
     spec = {"name": "tiny", "command": "true", "parameters": {"save_folder": str(tmp_path / "ckpt" / "{run_name}")}}
     plane.registry.create_run("tiny", spec, 0)
-    rows = run_checkpoints(plane, plane.get_run("tiny", reconcile=False))
+    rows = plane.runs.checkpoints(plane.get_run("tiny", reconcile=False))
     assert [(r.name, r.batch, r.complete, r.latest) for r in rows] == [
         ("ep0-ba10", 10, True, False), ("ep0-ba20", 20, True, True), ("ep0-ba30", 30, False, False)]
     assert rows[1].url.startswith("file://") and rows[1].url.endswith("/ckpt/tiny/ep0-ba20")
