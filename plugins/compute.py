@@ -38,6 +38,7 @@ class Capabilities:
     # What a run spec may ask for; the control plane refuses what a provider cannot do (never ignores it).
     images: bool = False                 # runs the spec's container `image` (kubernetes)
     gpu_type_selection: bool = False     # places on a `gpu_type` (slurm gres, kubernetes node selector)
+    instance_selection: bool = False     # places on an instance type (kubernetes: node.kubernetes.io/instance-type)
     launch_modes: tuple[str, ...] = ("per_process",)   # + "per_node": JobRequest.extra["launch"]
 
 
@@ -62,6 +63,7 @@ class JobRequest:
     procs_per_node: int = 1         # devices (GPUs, or CPU processes) per node
     gpus_per_node: int = 0
     gpu_type: str | None = None
+    instance: str | None = None     # the spec's compute.instance (only providers with instance_selection)
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)   # includes secret env values: never log it
     secret_files: list[SecretMount] = field(default_factory=list)

@@ -107,6 +107,9 @@ def check_support(provider: Any, place: Placement, spec: RunSpec) -> None:
     if (place.gpu_type or "").lower() not in ("", "cpu", "none") and not getattr(caps, "gpu_type_selection", False):
         raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot choose GPU type {place.gpu_type!r}",
                           hint="remove `gpu_type` (or set it to cpu), or use a slurm/kubernetes cluster")
+    if spec.compute.instance and not getattr(caps, "instance_selection", False):
+        raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot choose instance type {spec.compute.instance!r}",
+                          hint="remove `compute.instance` (the cluster's own nodes run it), or use a kubernetes cluster")
     mode = spec.launch_mode
     if mode not in getattr(caps, "launch_modes", ("per_process",)):
         raise ConfigError(f"cluster {place.cluster!r} ({kind}) cannot start the command once per node "
@@ -160,7 +163,7 @@ def build_request(paths: FoundryPaths, secrets: SecretStore, spec: RunSpec, run_
         run_name=spec.name, run_id=run_id, resumption=resumption, command=job_command(spec),
         nodes=place.nodes, procs_per_node=place.procs_per_node,
         gpus_per_node=place.procs_per_node if gpu_cluster else 0, gpu_type=place.gpu_type,
-        image=spec.image, env=env, secret_files=files,
+        instance=spec.compute.instance, image=spec.image, env=env, secret_files=files,
         log_dir=str(paths.resumption_dir(spec.name, resumption)),
         extra={"setup_commands": setup, "priority": spec.scheduling.priority, "launch": spec.launch_mode},
     )

@@ -17,8 +17,9 @@ The modern form (mcli's newer shape):
 `command` runs once per process (rank) under torchrun, with RANK, LOCAL_RANK, WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT set, unless it starts the ranks itself as mcli YAML does (composer,
 torchrun, ...): then once per node (`launch:` in launch_mode.py). Integrations run once per node
-before it. `image` and `gpu_type` are honoured where the cluster can (kubernetes; slurm gres) and
-refused elsewhere, never ignored.
+before it. `image`, `gpu_type` and `instance` are honoured where the cluster can (kubernetes: image,
+node selectors on the GPU product and on node.kubernetes.io/instance-type; slurm: gres) and refused
+elsewhere, never ignored.
 """
 
 from __future__ import annotations

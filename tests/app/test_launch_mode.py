@@ -112,6 +112,13 @@ def test_image_and_gpu_type_are_honoured_or_refused(cli, cp, tmp_path):
     cp.create_cluster("k8s", "kubernetes", {"namespace": "ml", "context": "none"})
     code, out, err = run(image="img:1", compute={"cluster": "k8s", "gpus": 1})
     assert code == 0 and "image: img:1" in out, err
+    # compute.instance: a node selector on the well-known instance-type label; refused where no such choice exists
+    code, out, err = run(image="img:1", compute={"cluster": "k8s", "gpus": 1, "instance": "p5.48xlarge"})
+    assert code == 0 and "node.kubernetes.io/instance-type: p5.48xlarge" in out, err
+    code, _, err = run(compute={"cluster": "hpc", "instance": "p5.48xlarge"})
+    assert code == 2 and "cluster 'hpc' (slurm) cannot choose instance type 'p5.48xlarge'" in err
+    code, _, err = run(compute={"instance": "p5.48xlarge"})
+    assert code == 2 and "cannot choose instance type" in err
     code, out, err = run(image="img:1", command="composer t.py", compute={"cluster": "k8s", "gpus": 4, "nodes": 2})
     plan = _unfolded(out)  # the pod script is a long YAML string: compare its text, not YAML's line folds
     assert code == 0 and "export NODE_RANK=$JOB_COMPLETION_INDEX" in plan and "WORLD_SIZE=4" in plan, err

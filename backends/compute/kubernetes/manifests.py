@@ -20,6 +20,7 @@ from ..slurm.script import exit_code_snippet, render_pause, render_rank_wrapper,
 from .config import KubernetesConfig
 
 LABEL_PREFIX = "foundry.dev"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 FOUNDRY_ENV = ("RUN_NAME", "RUN_ID", "RESUMPTION_INDEX")
 POD_DIR = "/tmp/foundry"
 _DNS_BAD = re.compile(r"[^a-z0-9-]+")
@@ -142,6 +143,8 @@ def build_manifests(request: JobRequest, cfg: KubernetesConfig, name: str, *, re
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
         if request.gpu_type:
             node_selector[cfg.gpu_type_label] = request.gpu_type
+    if request.instance:   # the well-known label every cloud's nodes carry (EKS, GKE, OKE)
+        node_selector[INSTANCE_TYPE_LABEL] = request.instance
     container: dict[str, Any] = {
         "name": "trainer", "image": image,
         "command": ["bash", "-c", entrypoint(request, cfg, f"{name}-0.{name}", f"{request.run_id}-{request.resumption}"),

@@ -38,7 +38,8 @@ class KubernetesProvider:
 
     name = "kubernetes"
     capabilities = Capabilities(multi_node=True, gpus=True, preemption_notice=True, graceful_stop=True,
-                                images=True, gpu_type_selection=True, launch_modes=("per_process", "per_node"))
+                                images=True, gpu_type_selection=True, instance_selection=True,
+                                launch_modes=("per_process", "per_node"))
     config_keys: frozenset[str] = frozenset()   # extra cluster-config keys a subclass accepts
     client_max_age: float | None = None         # rebuild the client (fresh token) after this many seconds
 
