@@ -15,6 +15,8 @@ import torch
 from foundry.plugins.errors import ConfigError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# Composer's names for the same autocast modes, so a Composer config's `precision` carries over as is.
+COMPOSER_PRECISIONS = {"amp_bf16": "bf16", "amp_fp16": "fp16"}
 
 
 def _cuda_bf16(device: torch.device) -> bool:
@@ -28,8 +30,12 @@ def _enable_tf32() -> None:
 
 def resolve_precision(requested: str, device: torch.device, bf16_ok: bool | None = None) -> tuple[str, bool]:
     """(precision, tf32): what "auto" means on `device`; tf32 says whether fp32 matmuls use TF32."""
+    requested = COMPOSER_PRECISIONS.get(requested, requested)
+    if requested == "amp_fp8":
+        raise ConfigError("precision amp_fp8 (Composer with Transformer Engine) is not supported",
+                          hint="use amp_bf16 (bf16), the fastest precision Foundry runs")
     if requested not in PRECISIONS:
-        raise ConfigError(f"unknown precision {requested!r}", hint="use auto, fp32, bf16 or fp16")
+        raise ConfigError(f"unknown precision {requested!r}", hint="use auto, fp32, bf16 or fp16 (or Composer's amp_bf16, amp_fp16)")
     if requested == "fp16" and device.type != "cuda":
         raise ConfigError("fp16 needs a GPU", hint="use bf16 or fp32 on CPU")
     if requested != "auto":

@@ -92,6 +92,10 @@ def test_auto_precision_per_device():
     assert resolve_precision("auto", cuda, bf16_ok=True) == ("bf16", True)
     assert resolve_precision("auto", cuda, bf16_ok=False) == ("fp32", True)  # TF32 matmuls at least
     assert resolve_precision("fp32", cuda, bf16_ok=True) == ("fp32", False)  # asked for strict fp32
+    assert resolve_precision("amp_bf16", cpu) == ("bf16", False)               # Composer's names carry over
+    assert resolve_precision("amp_fp16", cuda) == ("fp16", False)
+    with pytest.raises(ConfigError, match="amp_fp8"):
+        resolve_precision("amp_fp8", cuda)
     with pytest.raises(ConfigError):
         resolve_precision("fp8", cpu)
     assert describe_precision("auto", "fp32", cpu) == "fp32 (auto)"
