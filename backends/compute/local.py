@@ -208,11 +208,10 @@ class LocalProvider:
         except ProcessLookupError:
             return
         if not graceful:  # each rank's command leads its own process group (local_rank): kill the group,
-            for pidfile in (job_dir / "ranks").glob("rank-*.pid"):   # so what it started dies with it
+            for rank_pid in _live_rank_commands(job_dir):        # so what it started dies with it
                 try:
-                    rank_pid = int(pidfile.read_text())
                     os.killpg(rank_pid, signal.SIGKILL)
-                except (ProcessLookupError, ValueError, PermissionError):
+                except (ProcessLookupError, PermissionError):
                     pass
 
     def list(self) -> list[JobHandle]:
@@ -260,3 +259,18 @@ def _tail(path: Path, follow: bool, finished, poll: float = 0.2) -> Iterator[str
             time.sleep(poll)
         if partial:
             yield partial
+
+
+def _live_rank_commands(job_dir: Path) -> list[int]:
+    """The pids of the ranks' commands that are still the processes local_rank started: a pid file
+    names a pid and its start time, and a pid reused by another process since is left alone."""
+    pids = []
+    for pidfile in (job_dir / "ranks").glob("rank-*.pid"):
+        try:
+            pid, started = pidfile.read_text().split()
+            now = create_time(int(pid))
+        except (OSError, ValueError):
+            continue
+        if now is not None and started != "None" and abs(now - float(started)) < 1.0:
+            pids.append(int(pid))
+    return pids

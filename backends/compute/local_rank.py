@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from foundry.plugins.atomic_files import atomic_write
+from foundry.plugins.process_identity import create_time
 
 PR_SET_PDEATHSIG = 1
 
@@ -39,7 +40,7 @@ def main(argv: list[str]) -> int:
     ranks.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
-    atomic_write(ranks / f"rank-{rank}.pid", str(child.pid))
+    atomic_write(ranks / f"rank-{rank}.pid", f"{child.pid} {create_time(child.pid)}")  # pid + start: pids are reused
 
     def forward(signum, _frame):
         try:

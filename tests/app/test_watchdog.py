@@ -14,7 +14,7 @@ def kill_rank(cp, name, idx, rank=0):
     pidfile = cp.paths.resumption_dir(name, idx) / "ranks" / f"rank-{rank}.pid"
     wait_for(pidfile.exists)
     wait_for(lambda: (cp.paths.run_dir(name) / f"started-{idx}-{rank}").exists())
-    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
 
 
 def test_sigkilled_run_is_retried_then_given_up(cp, pausable):
