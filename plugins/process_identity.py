@@ -16,3 +16,24 @@ def create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except Exception:  # psutil.NoSuchProcess, AccessDenied, or psutil missing: not a process we can see
         return None
+
+
+def still_running(pid: int, started: float | str | None, *, reap: bool = False) -> bool:
+    """Whether `pid` is a live process (not a zombie) that started at `started` (a recorded
+    create_time; None: not recorded, any start time matches). `reap=True` collects a zombie that is
+    our own child (the SDK and tests start launchers themselves)."""
+    now = create_time(pid)
+    if now is None:
+        return False
+    try:
+        import psutil
+
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            if reap:
+                import os
+
+                os.waitpid(pid, os.WNOHANG)
+            return False
+    except Exception:  # gone meanwhile, or not ours to inspect: the start time decides
+        pass
+    return started is None or abs(now - float(started)) < 1.0

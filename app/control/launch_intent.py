@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundry.plugins.compute import JobHandle
 from foundry.plugins.manager import notify_run_event
-from foundry.plugins.process_identity import create_time
+from foundry.plugins.process_identity import create_time, still_running
 
 if TYPE_CHECKING:
     from .clusters import Clusters
@@ -61,19 +61,7 @@ def launcher_alive(launcher: dict[str, Any]) -> bool:
     if launcher.get("host") not in (None, socket.gethostname()):
         return True  # launched from another machine sharing this home: cannot tell, never steal it
     pid, started = launcher.get("pid"), launcher.get("started")
-    if not isinstance(pid, int):
-        return False
-    now = create_time(pid)
-    if now is None:
-        return False
-    try:
-        import psutil
-
-        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            return False
-    except Exception:
-        pass
-    return started is None or abs(now - float(started)) < 1.0
+    return isinstance(pid, int) and still_running(pid, started)
 
 
 def handle_record(handle: JobHandle) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
 from foundry.plugins.errors import ProviderError
-from foundry.plugins.process_identity import create_time
+from foundry.plugins.process_identity import create_time, still_running
 
 from .local_claim import CLAIM_FILE, claim_launch, read_claim
 
@@ -124,8 +124,7 @@ class LocalProvider:
         """Whether the pid file names a live launcher (its process exists, with that start time)."""
         try:
             pid, created = (job_dir / "pid").read_text().split()
-            now = create_time(int(pid))
-            return now is not None and (created == "None" or abs(now - float(created)) < 1.0)
+            return still_running(int(pid), None if created == "None" else float(created))
         except (OSError, ValueError):
             return False
 
@@ -164,20 +163,7 @@ class LocalProvider:
     # --- observing ----------------------------------------------------------------------------
     def _alive(self, handle: JobHandle) -> bool:
         pid = handle.data.get("pid")
-        if not pid:
-            return False
-        created = create_time(pid)
-        if created is None:
-            return False
-        try:
-            import psutil
-
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(pid, os.WNOHANG)  # our own child (tests, SDK): reap it
-                return False
-        except Exception:
-            pass
-        return abs(created - float(handle.data.get("create_time") or created)) < 1.0
+        return bool(pid) and still_running(int(pid), handle.data.get("create_time"), reap=True)
 
     def status(self, handle: JobHandle) -> JobStatus:
         job_dir = Path(handle.data["job_dir"])
@@ -268,9 +254,8 @@ def _live_rank_commands(job_dir: Path) -> list[int]:
     for pidfile in (job_dir / "ranks").glob("rank-*.pid"):
         try:
             pid, started = pidfile.read_text().split()
-            now = create_time(int(pid))
+            if started != "None" and still_running(int(pid), float(started)):
+                pids.append(int(pid))
         except (OSError, ValueError):
             continue
-        if now is not None and started != "None" and abs(now - float(started)) < 1.0:
-            pids.append(int(pid))
     return pids
