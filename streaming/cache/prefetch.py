@@ -8,6 +8,7 @@ the reader's position, with a few download threads. Errors are left for the read
 
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
@@ -41,6 +42,8 @@ class Prefetcher:
         with self._cond:
             self._stop = True
             self._cond.notify()
+        if sys.is_finalizing():  # an iterator left unfinished at exit: the pool's module is torn down
+            return
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
     def _run(self) -> None:
