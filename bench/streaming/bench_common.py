@@ -141,9 +141,6 @@ class _AnonPeak:
             time.sleep(0.02)
 
 
-ANON = _AnonPeak()
-
-
 def tree_rss_mb() -> float:
     """RSS of this process and every descendant (DataLoader workers), summed."""
     total, todo = 0.0, [os.getpid()]
@@ -157,6 +154,9 @@ def tree_rss_mb() -> float:
         except (OSError, ValueError):
             pass
     return total
+
+
+ANON = _AnonPeak()  # after tree_rss_mb: its thread calls it at once (it died of a NameError when it won the race)
 
 
 def maxrss_mb(children: bool = False) -> float:
