@@ -21,22 +21,12 @@ from filelock import FileLock, Timeout
 from foundry.plugins.errors import DataError, FoundryError, StorageError
 from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, verify_file
 
+from . import decompress_slot
+
 _STATE_DIR = ".foundry"
 _seq = itertools.count()
-# One decompression at a time per process: it is CPU-bound, and the reader needs the other core.
-# More would also slow the first shard the reader waits for. Downloads still run in parallel.
-# Reentrant: a thread claims it before a local compressed shard's file lock (see `_claim`).
-_DECOMPRESSING = threading.RLock()
 # How often a process waiting for another's shard looks again: a decompression takes tens of ms.
 _LOCK_POLL_S = 0.005
-
-
-def _fresh_decompress_lock() -> None:  # a fork copies the lock as held by a thread that is gone
-    global _DECOMPRESSING
-    _DECOMPRESSING = threading.RLock()
-
-
-os.register_at_fork(after_in_child=_fresh_decompress_lock)
 
 
 def _safe(name: str) -> str:
@@ -152,7 +142,7 @@ class ShardCache:
         taking every shard's lock and decompressing them in turn while the others wait."""
         lock = self._lock(i)
         if self._local_zips(i):
-            with _DECOMPRESSING:
+            with decompress_slot.SLOT:
                 try:
                     lock.acquire(blocking=False)
                 except Timeout:
@@ -318,7 +308,7 @@ class ShardCache:
 
         try:
             try:
-                with _DECOMPRESSING, open(tmp, "wb") as fout:
+                with decompress_slot.SLOT, open(tmp, "wb") as fout:
                     decompress_stream(compression or "", memoryview(data), fout)
             except FoundryError as exc:
                 raise DataError(f"shard {f.zip_basename} of {self.name} does not decompress: {exc.message}",
