@@ -1,7 +1,8 @@
 """Shard readers: random access to the samples of one local, uncompressed shard.
 
-`open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once; the
-offsets table is parsed once with numpy; per-sample work is a slice and the column decoders. A
+`open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once (or,
+with `mapped=False`, read with one pread per sample); the offsets table is parsed once with numpy;
+per-sample work is a slice and the column decoders. A
 reader is picklable (the map is reopened lazily in the new process).
 """
 
