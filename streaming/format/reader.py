@@ -2,8 +2,8 @@
 
 `open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once (or,
 with `mapped=False`, read with one pread per sample); the offsets table is parsed once with numpy;
-per-sample work is a slice and the column decoders. A
-reader is picklable (the map is reopened lazily in the new process).
+per-sample work is a slice and the column decoders. A reader is picklable (the map or file is
+reopened lazily in the new process).
 """
 
 from __future__ import annotations
