@@ -1,4 +1,5 @@
-"""Open shard readers, kept per process (mmap'd by the format layer), least recently used closed."""
+"""Open shard readers, kept per process (mmap'd by the format layer, or read with pread inside
+DataLoader workers), least recently used closed."""
 
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ class ReaderPool:
         from foundry.streaming.format import open_shard
         from foundry.plugins.errors import DataError
 
+        mapped = not _in_dataloader_worker()
         for attempt in range(3):
             path = self._ensure(shard)
-            reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe)
+            reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe, mapped=mapped)
             try:
                 if len(reader):
-                    reader.get_sample_bytes(0)  # map it now: an eviction after this cannot hurt us
+                    reader.get_sample_bytes(0)  # map or open it now: an eviction after this cannot hurt us
                 return reader
             except (FileNotFoundError, DataError):  # evicted between ensure and open: fetch again
                 if attempt == 2:
@@ -61,6 +63,14 @@ class ReaderPool:
         state = self.__dict__.copy()
         state["_open"] = OrderedDict()
         return state
+
+
+def _in_dataloader_worker() -> bool:
+    """Workers read shards with pread, not maps: their collate copies every sample anyway, and
+    maps would put each shard's pages in the RSS of every worker (format.reader.MDSShardFileReader)."""
+    from torch.utils.data import get_worker_info
+
+    return get_worker_info() is not None
 
 
 def _close(reader: Any) -> None:

@@ -96,7 +96,24 @@ def resume_at_75(make_dataset, num_canonical_nodes=lambda ds: 1) -> None:
 def main(commands: dict, argv: list[str]) -> None:
     """`side.py [BENCH_DIR] COMMAND ARGS...`: run one measurement in this process."""
     cmd, *args = argv
-    commands[cmd](*args)
+    {"rss_floor": rss_floor, **commands}[cmd](*args)
+
+
+def rss_floor() -> None:
+    """Peak RSS of the process tree for a batch-256, 2-worker torch DataLoader over a dataset that
+    reads nothing (10,000 zero token arrays per worker): what the venv's Python, torch and
+    workers cost before any library reads data. Same code on every side; only the venv differs."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Nothing(IterableDataset):
+        def __iter__(self):
+            zeros = np.zeros(TOKENS, np.int32)
+            for _ in range(10_000):
+                yield {"tokens": zeros}
+
+    t0 = time.perf_counter()
+    n = sum(len(b["tokens"]) for b in DataLoader(Nothing(), batch_size=256, num_workers=2))
+    emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 
 def jpeg_pool(n: int = 256) -> list[bytes]:
@@ -141,9 +158,6 @@ class _AnonPeak:
             time.sleep(0.02)
 
 
-ANON = _AnonPeak()
-
-
 def tree_rss_mb() -> float:
     """RSS of this process and every descendant (DataLoader workers), summed."""
     total, todo = 0.0, [os.getpid()]
@@ -157,6 +171,9 @@ def tree_rss_mb() -> float:
         except (OSError, ValueError):
             pass
     return total
+
+
+ANON = _AnonPeak()  # after tree_rss_mb: its thread calls it at once (it died of a NameError when it won the race)
 
 
 def maxrss_mb(children: bool = False) -> float:

@@ -110,6 +110,12 @@ def main() -> None:
     sides = a.sides.split(",")
     data = Path(a.data)
     results: dict = {"samples": a.samples, "reps": a.reps, "sides": sides, "workloads": {}}
+    floors = {}
+    for s in sides:  # each venv's own process-tree floor (bench_common.rss_floor)
+        res = run(s, "rss_floor")
+        if res:
+            floors[s] = res["peak_tree_rss_mb"]
+    results["tree_rss_floor_mb"] = floors
     s3 = None
     if not a.no_cold:
         s3 = start_s3(data / "seaweed")
@@ -181,6 +187,8 @@ def main() -> None:
                 for key in ("plain_sps", "loader_sps", "loader256_sps", "first", "rss", "anon", "resume",
                             "loader_tree_rss", "loader256_tree_rss"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
+            for s in sides:
+                r[s]["tree_floor"] = floors.get(s)
             for key in ("floor", "ceiling"):
                 if key in r:
                     r[f"{key}_sps"] = median(r[key])
@@ -245,6 +253,7 @@ def table(results: dict) -> str:
             ("peak anonymous memory (plain epoch), MB", "anon", False),
             ("peak RSS of the process tree, DataLoader batch 32, MB", "loader_tree_rss", False),
             ("peak RSS of the process tree, DataLoader batch 256, MB", "loader256_tree_rss", False),
+            ("  the same for a DataLoader over nothing (the venv's floor), MB", "tree_floor", False),
             ("bytes downloaded (cold epoch), MB", "cold_bytes", False)]
     out = []
     for wl, r in results["workloads"].items():

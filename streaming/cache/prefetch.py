@@ -8,9 +8,15 @@ the reader's position, with a few download threads. Errors are left for the read
 
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
+
+from .decompress_slot import decompress_priority
+
+
+_QUEUE_WAIT_S = 0.02
 
 
 class Prefetcher:
@@ -41,25 +47,33 @@ class Prefetcher:
         with self._cond:
             self._stop = True
             self._cond.notify()
+        if sys.is_finalizing():  # an iterator left unfinished at exit: the pool's module is torn down
+            return
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
     def _run(self) -> None:
-        for shard, pos in zip(self._shards, self._first_use):
+        for rank, (shard, pos) in enumerate(zip(self._shards, self._first_use)):
             with self._cond:
                 while not self._stop and pos > self._position + self._window:
                     self._cond.wait(1.0)
                 if self._stop:
                     return
             self._slots.acquire()
+            queued = threading.Event()
             try:
-                self._pool.submit(self._one, shard)
+                self._pool.submit(self._one, shard, rank, queued)
             except RuntimeError:  # pool shut down
                 return
+            # Threads start in any order: let this one queue for the decompression slot first, so
+            # that the shards the reader needs first are decompressed first (a download, which
+            # queues only once it has its bytes, holds the next one back by _QUEUE_WAIT_S at most).
+            queued.wait(_QUEUE_WAIT_S)
 
-    def _one(self, shard: int) -> None:
+    def _one(self, shard: int, rank: int, queued: threading.Event) -> None:
         try:
             if not self._stop:
-                self._ensure(shard)
+                with decompress_priority(rank, queued):  # the shard needed first is decompressed first
+                    self._ensure(shard)
                 if self._after is not None:
                     self._after(shard)
         except Exception:  # noqa: BLE001 - the reader's own ensure() raises it with context

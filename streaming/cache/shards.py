@@ -7,33 +7,26 @@ once on a mismatch, then refused with a DataError naming the shard.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from foundry.plugins.errors import DataError, FoundryError, StorageError
-from foundry.streaming.format.hashing import check_shard_file, hash_bytes, verify_file
+from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, verify_file
 
-FAST_HASHES = ("xxh3_64", "xxh64", "xxh3_128", "xxh128", "xxh32")
+from . import decompress_slot
+
 _STATE_DIR = ".foundry"
 _seq = itertools.count()
-# One decompression at a time per process: it is CPU-bound, and the reader needs the other core.
-# More would also slow the first shard the reader waits for. Downloads still run in parallel.
-_DECOMPRESSING = threading.Lock()
-
-
-def _fresh_decompress_lock() -> None:  # a fork copies the lock as held by a thread that is gone
-    global _DECOMPRESSING
-    _DECOMPRESSING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_decompress_lock)
+# How often a process waiting for another's shard looks again: a decompression takes tens of ms.
+_LOCK_POLL_S = 0.005
 
 
 def _safe(name: str) -> str:
@@ -139,7 +132,33 @@ class ShardCache:
     def _lock(self, i: int) -> FileLock:
         locks = self.state_dir / "locks"
         locks.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(locks / (_safe(self.shards[i].raw_basename) + ".lock")))
+        return FileLock(str(locks / (_safe(self.shards[i].raw_basename) + ".lock")), poll_interval=_LOCK_POLL_S)
+
+    @contextlib.contextmanager
+    def _claim(self, i: int) -> Iterator[None]:
+        """Hold shard i's file lock. A shard to decompress from a local copy is claimed with this
+        process's decompression slot held, and only if no other process has it: so the processes
+        of a node (DataLoader workers, ranks) decompress different shards at once, instead of one
+        taking every shard's lock and decompressing them in turn while the others wait."""
+        lock = self._lock(i)
+        if self._local_zips(i):
+            with decompress_slot.SLOT:
+                try:
+                    lock.acquire(blocking=False)
+                except Timeout:
+                    pass  # another process makes it: wait below, without our slot
+                else:
+                    try:
+                        yield
+                    finally:
+                        lock.release()
+                    return
+        with lock:
+            yield
+
+    def _local_zips(self, i: int) -> bool:
+        files = [f for f in self.files(i) if f.zip_basename]
+        return bool(files) and all((self.local / f.zip_basename).exists() for f in files)
 
     def _thread_lock(self, i: int) -> threading.Lock:
         if self._locks_pid != os.getpid():  # forked (a DataLoader worker): the parent's locks may be held
@@ -168,7 +187,7 @@ class ShardCache:
                                      stamps=self.state_dir / "verified")
                 self._ready.add(i)
                 return path
-            with self._lock(i):
+            with self._claim(i):
                 for f in self.files(i):
                     if not self._file_complete(f):
                         self._make_local(f, self.shards[i].compression)
@@ -191,14 +210,10 @@ class ShardCache:
         return True
 
     def _hash_algo(self, hashes: dict[str, str]) -> str | None:
-        if self.validate_hash is False or not hashes:
-            return None
-        if isinstance(self.validate_hash, str):
-            if self.validate_hash not in hashes:
-                raise DataError(f"validate_hash={self.validate_hash!r} but index.json of {self.name} only has "
-                                f"{sorted(hashes)}", hint="pick one of those, or validate_hash=None")
-            return self.validate_hash
-        return next((h for h in FAST_HASHES if h in hashes), None)
+        try:
+            return pick_hash(hashes, self.validate_hash)
+        except DataError as exc:
+            raise DataError(f"{exc.message} (dataset {self.name})", hint=exc.hint) from None
 
     def _make_local(self, f: Any, compression: str | None) -> None:
         """Write f's raw file under its final name (the caller holds the shard's lock).
@@ -293,7 +308,7 @@ class ShardCache:
 
         try:
             try:
-                with _DECOMPRESSING, open(tmp, "wb") as fout:
+                with decompress_slot.SLOT, open(tmp, "wb") as fout:
                     decompress_stream(compression or "", memoryview(data), fout)
             except FoundryError as exc:
                 raise DataError(f"shard {f.zip_basename} of {self.name} does not decompress: {exc.message}",

@@ -1,8 +1,9 @@
 """Shard readers: random access to the samples of one local, uncompressed shard.
 
-`open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once; the
-offsets table is parsed once with numpy; per-sample work is a slice and the column decoders. A
-reader is picklable (the map is reopened lazily in the new process).
+`open_shard(info, raw_path)` picks the reader from `info.format`. Files are memory-mapped once (or,
+with `mapped=False`, read with one pread per sample); the offsets table is parsed once with numpy;
+per-sample work is a slice and the column decoders. A reader is picklable (the map or file is
+reopened lazily in the new process).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class ShardReader:
         except FileNotFoundError:
             raise DataError(f"shard file {path} does not exist") from None
 
-    def _read_offsets(self, buf: mmap.mmap, where: str) -> list[int]:
+    def _read_offsets(self, buf: Any, where: str, size: int | None = None) -> list[int]:
         if len(buf) < 4:
             raise DataError(f"{where} is truncated (no header)")
         (n,) = struct.unpack_from("<I", buf, 0)
@@ -60,8 +61,9 @@ class ShardReader:
         offsets = np.frombuffer(buf, "<u4", n + 1, 4)
         if n and (np.any(np.diff(offsets.astype(np.int64)) < 0)):
             raise DataError(f"{where} has decreasing sample offsets")
-        if int(offsets[-1]) > len(buf) and self._map_is_data(buf):
-            raise DataError(f"{where} is truncated ({len(buf)} bytes, samples end at {int(offsets[-1])})")
+        size = len(buf) if size is None else size
+        if int(offsets[-1]) > size and self._map_is_data(buf):
+            raise DataError(f"{where} is truncated ({size} bytes, samples end at {int(offsets[-1])})")
         return offsets.tolist()
 
     def _ensure(self) -> None:
@@ -142,6 +144,60 @@ class MDSShardReader(ShardReader):
         return self._decode(self._map, offsets[i])
 
 
+class MDSShardFileReader(MDSShardReader):
+    """An MDS shard read with one `pread` per sample instead of a map: samples are small copies,
+    and the process maps none of the file. For processes that copy every sample anyway (DataLoader
+    workers, whose collate copies the batch): read through maps, a shard's pages would count in the
+    RSS of every worker that reads it (the page cache maps them in large folios, so a few random
+    samples map the whole file), where pread leaves one copy in the page cache per node."""
+
+    def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
+        super().__init__(info, raw_path)
+        self._fd: int | None = None
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_fd"] = None
+        return state
+
+    def _ensure(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise DataError(f"shard file {self.path} does not exist") from None
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, 4 * (self.info.samples + 2), 0)
+            self._offsets = self._read_offsets(head, f"shard {self.path}", size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def get_sample_bytes(self, i: int) -> bytes:
+        if self._offsets is None:
+            self._ensure()
+        i = self._check_index(i)
+        begin = self._offsets[i]
+        return os.pread(self._fd, self._offsets[i + 1] - begin, begin)
+
+    def get_sample(self, i: int) -> dict[str, Any]:
+        offsets = self._offsets
+        if offsets is None:
+            self._ensure()
+            offsets = self._offsets
+        if not 0 <= i < self.info.samples:
+            i = self._check_index(i)
+        begin = offsets[i]
+        return self._decode(os.pread(self._fd, offsets[i + 1] - begin, begin), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = None
+        self._offsets = None
+
+
 class SplitShardReader(ShardReader):
     """csv/tsv/xsv/json: a data file plus a meta file holding n and the offsets into the data."""
 
@@ -184,8 +240,11 @@ def open_shard(
     *,
     meta_path: str | os.PathLike | None = None,
     allow_unsafe_types: bool = False,
+    mapped: bool = True,
 ) -> ShardReader:
     """A reader over a local uncompressed shard (`raw_path` is the file named `info.raw_basename`).
+
+    `mapped=False` reads MDS samples with pread instead of a map (see MDSShardFileReader).
 
     For split formats the meta file is `meta_path`, by default beside `raw_path`. Columns with an
     unsafe encoding (pkl) are refused unless `allow_unsafe_types=True`.
@@ -199,7 +258,7 @@ def open_shard(
                     hint="pass allow_unsafe_types=True if you trust this dataset",
                 )
     if info.format == "mds":
-        return MDSShardReader(info, raw_path)
+        return MDSShardReader(info, raw_path) if mapped else MDSShardFileReader(info, raw_path)
     if info.format in SPLIT_FORMATS:
         return SplitShardReader(info, raw_path, meta_path)
     raise DataError(f"unknown shard format {info.format!r}")

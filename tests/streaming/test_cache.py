@@ -137,3 +137,27 @@ def test_missing_local_shard_without_remote(make_dataset):
     (local / "shard.00001.mds").unlink()
     with pytest.raises(DataError, match=r"shard\.00001\.mds is missing.*no remote"):
         list(StreamingDataset(local=str(local)))
+
+
+def test_a_shard_another_process_decompresses_does_not_hold_this_process_back(make_dataset):
+    """Waiting for another process's shard, a thread gives up its decompression slot, so this
+    process decompresses the next shard meanwhile (workers of a node share the work)."""
+    from foundry.streaming.cache import ShardCache
+    from foundry.streaming.format import load_index
+
+    local = make_dataset(20, 10, compression="zstd")
+    cache = ShardCache(local, None, load_index((local / "index.json").read_bytes()))
+    other = cache._lock(0)  # a second lock object holds the shard's file lock as another process would
+    other.acquire()
+    waiter = threading.Thread(target=cache.ensure, args=(0,), daemon=True)
+    try:
+        waiter.start()
+        time.sleep(0.2)  # let it block on shard 0's lock
+        done = threading.Event()
+        threading.Thread(target=lambda: (cache.ensure(1), done.set()), daemon=True).start()
+        assert done.wait(60), "shard 1 waited for a shard another process holds"
+        assert waiter.is_alive()
+    finally:
+        other.release()
+    waiter.join(60)
+    assert _shards(local).count("shard.00000.mds") == 1 and (local / "shard.00001.mds").exists()

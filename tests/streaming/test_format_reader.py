@@ -19,10 +19,14 @@ def _write(cls, path, samples, **kw):
     return load_index((path / "index.json").read_bytes())
 
 
-def test_mds_reader_random_access_and_raw_bytes(tmp_path):
+MAPPED = pytest.mark.parametrize("mapped", [True, False], ids=["mmap", "pread"])
+
+
+@MAPPED
+def test_mds_reader_random_access_and_raw_bytes(tmp_path, mapped):
     samples = [{"id": i, "text": "x" * i, "vec": np.full(3, i, np.float32)} for i in range(50)]
     (info,) = _write(MDSWriter, tmp_path, samples, columns={"id": "int", "text": "str", "vec": "ndarray:float32:3"})
-    with open_shard(info, tmp_path / info.raw_basename) as reader:
+    with open_shard(info, tmp_path / info.raw_basename, mapped=mapped) as reader:
         assert len(reader) == 50
         for i in (0, 17, 49, -1):
             got = reader.get_sample(i)
@@ -43,9 +47,10 @@ def test_all_fixed_columns(tmp_path):
     assert reader.get_sample(9)["b"] == np.uint8(9)
 
 
-def test_reader_pickles_and_reopens(tmp_path):
+@MAPPED
+def test_reader_pickles_and_reopens(tmp_path, mapped):
     (info,) = _write(MDSWriter, tmp_path, [{"a": i} for i in range(5)], columns={"a": "int"})
-    reader = open_shard(info, tmp_path / info.raw_basename)
+    reader = open_shard(info, tmp_path / info.raw_basename, mapped=mapped)
     assert reader.get_sample(1) == {"a": 1}
     clone = pickle.loads(pickle.dumps(reader))
     assert clone.get_sample(4) == {"a": 4}
@@ -71,18 +76,32 @@ def test_pickle_columns_need_an_explicit_opt_in(tmp_path):
     assert open_shard(info, tmp_path / info.raw_basename, allow_unsafe_types=True).get_sample(0) == {"obj": {"a": 1}}
 
 
-def test_truncated_or_mismatched_shards_are_data_errors(tmp_path):
+@MAPPED
+def test_truncated_or_mismatched_shards_are_data_errors(tmp_path, mapped):
     (info,) = _write(MDSWriter, tmp_path, [{"a": i} for i in range(5)], columns={"a": "int"})
     path = tmp_path / info.raw_basename
     info.samples = 6
     with pytest.raises(DataError, match="index.json says 6"):
-        open_shard(info, path).get_sample(0)
+        open_shard(info, path, mapped=mapped).get_sample(0)
     info.samples = 5
     path.write_bytes(path.read_bytes()[:-3])
     with pytest.raises(DataError, match="truncated"):
-        open_shard(info, path).get_sample(0)
+        open_shard(info, path, mapped=mapped).get_sample(0)
     path.write_bytes(path.read_bytes()[:10])
     with pytest.raises(DataError, match="truncated"):
-        open_shard(info, path).get_sample(0)
+        open_shard(info, path, mapped=mapped).get_sample(0)
     with pytest.raises(DataError, match="does not exist"):
-        open_shard(info, tmp_path / "missing.mds").get_sample(0)
+        open_shard(info, tmp_path / "missing.mds", mapped=mapped).get_sample(0)
+
+
+def test_pread_reader_leaves_no_open_file(tmp_path):
+    """A pread reader holds one descriptor from its first sample until close()."""
+    import os
+
+    (info,) = _write(MDSWriter, tmp_path, [{"a": i} for i in range(5)], columns={"a": "int"})
+    before = len(os.listdir("/proc/self/fd"))
+    reader = open_shard(info, tmp_path / info.raw_basename, mapped=False)
+    assert reader.get_sample(2) == {"a": 2}
+    assert len(os.listdir("/proc/self/fd")) == before + 1
+    reader.close()
+    assert len(os.listdir("/proc/self/fd")) == before
