@@ -72,6 +72,28 @@ def _collate_read_only(batch: list) -> Any:
 
 
 _NUMERIC = "biuf"
+UNIX_SOCKET_PATH_MAX = 107        # sun_path is 108 bytes with its NUL
+
+
+def check_socket_dir() -> None:
+    """Workers hand each batch over as a file descriptor passed through a unix socket that
+    multiprocessing creates under the temp folder (.../pymp-XXXXXXXX/listener-XXXXXXXX). A temp
+    folder too long for a socket path kills the worker's sending thread, and the loop would wait
+    forever: say so in one line instead."""
+    import multiprocessing.process
+    import os
+    import tempfile
+
+    if torch.multiprocessing.get_sharing_strategy() != "file_descriptor":
+        return
+    made = multiprocessing.process.current_process()._config.get("tempdir")
+    longest = len(os.fsencode(made)) + 18 if made else len(os.fsencode(tempfile.gettempdir())) + 32
+    if longest > UNIX_SOCKET_PATH_MAX:
+        from foundry.plugins.errors import ConfigError
+
+        raise ConfigError(f"the temp folder {tempfile.gettempdir()} is too long for the unix sockets DataLoader "
+                          f"workers pass batches through ({longest} > {UNIX_SOCKET_PATH_MAX} bytes)",
+                          hint="set TMPDIR to a shorter folder (export TMPDIR=/tmp), or use num_workers=0")
 WORKER_SWITCH_INTERVAL_S = 0.0005
 
 
@@ -110,6 +132,8 @@ class StreamingDataLoader(DataLoader):
         # global torch RNG) is made here, at iter() time, so a trainer can restore its RNG state
         # right after iter() and every later draw matches the uninterrupted run.
         self.num_samples_yielded = 0
+        if self.num_workers > 0:
+            check_socket_dir()
         return self._counted(super().__iter__())
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
