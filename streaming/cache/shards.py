@@ -12,13 +12,13 @@ import itertools
 import mmap
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from filelock import FileLock, Timeout
 
-from foundry.plugins.errors import DataError, FoundryError, StorageError
+from foundry.plugins.errors import BucketNotFoundError, DataError, FoundryError, ObjectNotFoundError, StorageError
+from foundry.plugins.retry import RetryPolicy, call_with_retries
 from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, verify_file
 
 from . import decompress_slot
@@ -224,6 +224,8 @@ class ShardCache:
         tmp_dir = self.state_dir / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         prefix = _safe(f.raw_basename) + "."
+        # Not plugins.atomic_files: its temp sits beside the target, where a SIGKILL would leave it for
+        # good; the cache's temps live in one folder and are swept here, by name, under the shard lock.
         for pattern in (prefix + "*", "." + prefix + "*"):  # left by a killed process; we hold the lock
             for stale in tmp_dir.glob(pattern):
                 stale.unlink(missing_ok=True)
@@ -322,16 +324,19 @@ class ShardCache:
             tmp.unlink(missing_ok=True)
 
     def _fetch(self, key: str, dest: Path | None = None) -> Any:
-        """Download `key` to `dest`, or into memory (returned) without one; retried on transient errors."""
-        last: Exception | None = None
-        for attempt in range(self.download_retry + 1):
-            try:
-                return self._get_with_timeout(key, dest)
-            except (StorageError, OSError, TimeoutError) as exc:
-                last = exc
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-        raise DataError(f"could not download shard {key} of {self.name} after {self.download_retry + 1} attempts: {last}",
-                        hint="check the remote URL and credentials, or raise download_retry/download_timeout")
+        """Download `key` to `dest`, or into memory (returned) without one. The store retries its own
+        transient errors; this adds mosaic's `download_retry` for what outlasts them (a timeout, a
+        connection that kept failing), through the one shared policy. A missing object is not retried."""
+        def give_up(exc: BaseException, attempts: int) -> BaseException:
+            return DataError(f"could not download shard {key} of {self.name} after {attempts} attempts: {exc}",
+                             hint="check the remote URL and credentials, or raise download_retry/download_timeout")
+
+        policy = RetryPolicy(attempts=self.download_retry + 1, base_delay=0.1, max_delay=2.0, deadline=None)
+        try:
+            return call_with_retries(lambda: self._get_with_timeout(key, dest), policy=policy,
+                                     is_transient=_worth_another_download, on_give_up=give_up)
+        except (StorageError, OSError) as exc:   # not worth another try: missing, or not ours to read
+            raise give_up(exc, 1) from exc
 
     def _get_with_timeout(self, key: str, dest: Path | None) -> bytes | None:
         def get() -> bytes | None:
@@ -384,3 +389,9 @@ class _DataFile:
         self.zip_basename = info.remote_basename if compressed else None
         self.zip_bytes = info.zip_bytes if compressed else None
         self.zip_hashes = info.zip_hashes if compressed else None
+
+
+def _worth_another_download(exc: BaseException) -> bool:
+    if isinstance(exc, (ObjectNotFoundError, BucketNotFoundError, FileNotFoundError, PermissionError)):
+        return False
+    return isinstance(exc, (StorageError, OSError, TimeoutError))

@@ -100,6 +100,15 @@ def test_unreachable_shard_is_a_clear_error(make_dataset, tmp_path):
         ds[15]
 
 
+def test_missing_shard_is_asked_for_once_not_retried(make_dataset, logged, tmp_path):
+    remote = make_dataset(20, 10)
+    (remote / "shard.00001.mds").unlink()
+    ds = StreamingDataset(remote=logged.url(remote), local=str(tmp_path / "cache"), download_retry=3)
+    with pytest.raises(DataError, match=r"could not download shard shard\.00001\.mds"):
+        ds[15]
+    assert logged.downloads(remote).count("shard.00001.mds") == 1   # not found is not transient
+
+
 def test_cache_limit_evicts_least_recently_used_and_reads_everything(make_dataset, tmp_path):
     remote = make_dataset(200, 10)
     shard_bytes = (remote / "shard.00000.mds").stat().st_size
