@@ -8,7 +8,6 @@ holds checkpoints is an error unless save_overwrite=True (then they are deleted 
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from . import loader, store_ops
 from .saver import CheckpointSaver
 from .safe import to_safe
 from .host_copy import StateSnapshot, sharded_params
+from .node_staging import NodeStaging
 from .state import dataloader_stateful, to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
@@ -66,10 +66,25 @@ class CheckpointSession:
     # -- resume --------------------------------------------------------------------------------
     def resume(self, trainer) -> ResumePoint | None:
         """Restore trainer state from the checkpoint this run should start from; None if fresh."""
-        dest = self.staging / "_load" / f"rank{self.env.rank}"
+        node = NodeStaging(self.staging / "_load", self.env)  # one download per node, read by its ranks
+        restored = False
+        try:
+            found, weights_only = self._find(node)
+            if found is None:
+                return None
+            manifest, folder, source_url = found
+            extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
+                                   self.env.world_size, weights_only=weights_only)
+            restored = True
+        finally:
+            node.done(wait_for_all=restored)
+        return self._apply(trainer, manifest, source_url, extra, weights_only)
+
+    def _find(self, node: NodeStaging):
+        """((manifest, local folder, URL) or None, weights_only): autoresume's, else load_path's."""
         found, weights_only = None, False
         if self.cfg.autoresume:
-            found = loader.download(self.cfg.save_url, dest)
+            found = node.fetch(lambda dest: loader.download(self.cfg.save_url, dest))
             if found and found[0].run_name != self.cfg.run_name:
                 raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
                                       f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
@@ -81,18 +96,14 @@ class CheckpointSession:
         if found is None:
             self._check_overwrite()
             if self.cfg.load_path:
-                found = loader.download(self.cfg.load_path, dest)
+                found = node.fetch(lambda dest: loader.download(self.cfg.load_path, dest))
                 if found is None:
                     raise CheckpointError(f"no checkpoint at load_path {self.cfg.load_path}")
                 weights_only = self.cfg.load_weights_only or found[0].layout == loader.FILE_LAYOUT
-        if found is None:
-            return None
-        manifest, folder, source_url = found
-        try:
-            extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
-                                   self.env.world_size, weights_only=weights_only)
-        finally:
-            shutil.rmtree(dest, ignore_errors=True)
+        return found, weights_only
+
+    def _apply(self, trainer, manifest, source_url: str, extra, weights_only: bool) -> ResumePoint | None:
+        """Record the resume and put back what the checkpoint holds besides model and optimizer."""
         self.resumed_from = manifest.name
         log.info("resumed from checkpoint %s (batch %s)", manifest.name, manifest.timestamp.get("batch"))
         self.events.append({"event": "resumed", "checkpoint": manifest.name, "checkpoint_url": source_url,
