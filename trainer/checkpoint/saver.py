@@ -49,7 +49,7 @@ class CheckpointSaver:
         self._jobs: queue.Queue = queue.Queue()
         self._worker = threading.Thread(target=_work, args=(self._jobs,), name="foundry-checkpoint", daemon=True)
         self._worker.start()
-        weakref.finalize(self, self._jobs.put, None)  # the worker ends with its saver
+        weakref.finalize(self, _stop, self._jobs, self._worker)  # the worker ends with its saver, or at exit
         self._error: BaseException | None = None
         self._published: list[str] = []
         self._lock = threading.Lock()
@@ -185,6 +185,14 @@ class CheckpointSaver:
         for path in local[: max(0, len(local) - keep)]:
             if path.name != newest:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop(jobs: queue.Queue, worker: threading.Thread) -> None:
+    """End the worker and join it (at exit too: a thread that used torch and is still alive, or still
+    ending, while the interpreter shuts down can abort the process in torch's static destructors)."""
+    jobs.put(None)
+    if worker is not threading.current_thread():
+        worker.join()
 
 
 def _work(jobs: queue.Queue) -> None:
