@@ -96,11 +96,15 @@ class HostBuffers:
     def run(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Copy every live tensor into its buffer; returns when the copies have landed."""
         self._ready()
-        on_device = False
-        for src, buf in pairs:
-            on_device |= src.device.type != "cpu"
-            buf.copy_(src, non_blocking=self.pin)
-        if on_device and torch.cuda.is_available():
+        if not pairs:
+            return
+        srcs, bufs = (list(side) for side in zip(*pairs))
+        try:  # one dispatch for all: a few microseconds per tensor less than a loop of copy_
+            torch._foreach_copy_(bufs, srcs, non_blocking=self.pin)
+        except (RuntimeError, TypeError, NotImplementedError):  # a pair it cannot take: one by one
+            for src, buf in pairs:
+                buf.copy_(src, non_blocking=self.pin)
+        if any(src.device.type != "cpu" for src in srcs) and torch.cuda.is_available():
             torch.cuda.synchronize()  # the non-blocking copies must land before training moves on
 
     def copy(self, tree: Any) -> Any:
