@@ -125,13 +125,18 @@ def sharded_params(model) -> bool:
     return dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
 
 
+def _state_values(optimizers: list) -> list:
+    return [v for opt in optimizers for st in opt.state.values() for v in st.values()]
+
+
 def live_fingerprint(model, optimizers: list) -> tuple:
     """Changes whenever the live tensors a plan copies from may have changed: a parameter or buffer
     with other storage, an optimizer state value that is another object, a new state entry. Sound
-    because a plan keeps its sources alive, so neither an address nor an id is reused meanwhile."""
+    only while the plan keeps those storages (its copy sources) and objects (`_Plan.alive`) alive:
+    then no address or id can be reused by a replacement."""
     storages = tuple(_local(t).data_ptr() for t in model.parameters())
     storages += tuple(t.data_ptr() for t in model.buffers())
-    states = tuple(id(v) for opt in optimizers for st in opt.state.values() for v in st.values())
+    states = tuple(id(v) for v in _state_values(optimizers))
     groups = tuple(len(g["params"]) for opt in optimizers for g in opt.param_groups)
     return storages, states, groups
 
@@ -156,6 +161,7 @@ class _Plan:
     tree: Any  # the copy's tree over the buffers
     pairs: list[tuple[torch.Tensor, torch.Tensor]]
     groups: list[dict[str, Any]] | None  # the planned optimizer param_groups (their "params" names)
+    alive: list  # the optimizer state values the fingerprint names by id, kept from being freed
 
 
 class StateSnapshot:
@@ -176,11 +182,11 @@ class StateSnapshot:
         (pages touched) and build the plan in a background thread, so the first save stalls no
         longer than the next ones."""
         tree = live_model_optim_state(model, optimizers)
-        fingerprint = live_fingerprint(model, optimizers)
+        fingerprint, alive = live_fingerprint(model, optimizers), _state_values(optimizers)
 
         def build() -> None:
             self.buffers.allocate(tree)
-            self._plan = self._make(tree, fingerprint)
+            self._plan = self._make(tree, fingerprint, alive)
 
         self._preparing = threading.Thread(target=build, name="foundry-host-buffers", daemon=True)
         self._preparing.start()
@@ -195,7 +201,8 @@ class StateSnapshot:
         fingerprint = live_fingerprint(model, optimizers)
         if plan is None or plan.fingerprint != fingerprint:
             self.replanned += plan is not None and plan.fingerprint is not None
-            plan = self._plan = self._make(live_model_optim_state(model, optimizers), fingerprint)
+            plan = self._plan = self._make(live_model_optim_state(model, optimizers), fingerprint,
+                                           _state_values(optimizers))
         self.buffers.run(plan.pairs)
         if plan.groups is not None:  # hyperparameters change (schedulers): read at every save
             live = [g for opt in optimizers for g in opt.param_groups]
@@ -204,7 +211,7 @@ class StateSnapshot:
                 for g, planned in zip(live, plan.groups)]
         return plan.tree
 
-    def _make(self, tree: dict, fingerprint: tuple) -> _Plan:
+    def _make(self, tree: dict, fingerprint: tuple, alive: list) -> _Plan:
         out, pairs = self.buffers.plan(tree)
         optim = tree.get("optim", {})
         groups = optim.get("param_groups")
@@ -212,5 +219,5 @@ class StateSnapshot:
                     and _plain({k: v for k, v in optim.items() if k != "param_groups"}, scalars_ok=True)
                     and isinstance(groups, list) and all(isinstance(g, dict) and "params" in g for g in groups))
         if not reusable:  # a leaf the fingerprint does not cover might change in place
-            return _Plan(fingerprint=None, tree=out, pairs=pairs, groups=None)
-        return _Plan(fingerprint=fingerprint, tree=out, pairs=pairs, groups=groups)
+            return _Plan(fingerprint=None, tree=out, pairs=pairs, groups=None, alive=[])
+        return _Plan(fingerprint=fingerprint, tree=out, pairs=pairs, groups=groups, alive=alive)

@@ -15,6 +15,7 @@ main thread at the next `poll`/`save`/`wait`.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import shutil
 import threading
@@ -154,8 +155,11 @@ class CheckpointSaver:
         shutil.rmtree(rank_dir, ignore_errors=True)
         rank_dir.mkdir(parents=True, exist_ok=True)
         alone = self.world_size == 1 or not (dist.is_available() and dist.is_initialized())
-        with warnings.catch_warnings():  # single process: DCP's "torch.distributed is disabled" is expected
-            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        # Alone, DCP warns "torch.distributed is disabled": expected. The filter is scoped to the call,
+        # and set only then (catch_warnings swaps the process-wide list, from this background thread).
+        with warnings.catch_warnings() if alone else contextlib.nullcontext():
+            if alone:
+                warnings.filterwarnings("ignore", message="torch.distributed is disabled")
             dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
         files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
         if self.rank == 0:
