@@ -53,8 +53,8 @@ def _alias_key(t: torch.Tensor) -> tuple:
     """Same key for two tensors that are views of the same memory with the same layout: a state
     dict names a tied weight twice, as two tensor objects over one storage."""
     local = _local(t)
-    if local.is_sparse:
-        return ("sparse", id(t))
+    if local.is_sparse or local.numel() == 0:  # empty shards (FSDP, a dim smaller than the world) share address 0
+        return ("own", id(t))
     return (local.device, local.untyped_storage().data_ptr(), local.storage_offset(), tuple(local.shape),
             tuple(local.stride()), local.dtype)
 
@@ -109,6 +109,8 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
                                   hint="use checkpoint_layout='sharded'")
         if t.device_mesh.size() == 1:
             return t._local_tensor
+        if _is_dim0_shard(t.placements):  # FSDP's: uneven (even empty) shards, which full_tensor() mis-gathers
+            return _gather_dim0(t._local_tensor, tuple(t.shape), group, t.device_mesh.size())
         if mesh is None:
             from torch.distributed.device_mesh import DeviceMesh
 
@@ -129,6 +131,25 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
         return node
 
     return visit(tree)
+
+
+def _is_dim0_shard(placements) -> bool:
+    from torch.distributed.tensor import Shard
+
+    return len(placements) == 1 and isinstance(placements[0], Shard) and placements[0].dim == 0
+
+
+def _gather_dim0(local: torch.Tensor, shape: tuple, group, world: int) -> torch.Tensor:
+    """The whole of a tensor split on dim 0 the way FSDP2 splits it (torch.chunk: the last shards may
+    be short or empty, e.g. a Linear(d, 1) over 2 ranks): pad each to the chunk size, gather, trim."""
+    import torch.distributed as dist
+
+    chunk = -(-shape[0] // world)
+    padded = local.new_zeros((chunk, *shape[1:]))
+    padded[: local.shape[0]].copy_(local)
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat(parts)[: shape[0]]
 
 
 def _options(full: bool) -> StateDictOptions:
