@@ -76,3 +76,13 @@ def test_without_prepare_and_with_stateless_optimizer_state():
     assert _same(snap.take(model, [opt]), _reference(model, opt))
     _step(model, opt)
     assert _same(snap.take(model, [opt]), _reference(model, opt))
+
+
+def test_empty_tensors_are_never_taken_for_tied_ones():
+    """FSDP gives a rank empty shards (a Linear(d, 1) on 2 ranks); they all sit at address 0, and
+    merging them made ranks gather different numbers of tensors (a gloo abort)."""
+    tree = {"a": torch.empty(0, 4), "b": torch.empty(0, 4), "tied": torch.ones(2)}
+    tree["tied_again"] = tree["tied"].view(2)
+    out = HostBuffers().copy(tree)
+    assert out["a"] is not out["b"]
+    assert out["tied"] is out["tied_again"]
