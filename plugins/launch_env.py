@@ -1,9 +1,12 @@
 """The environment a compute provider (or torchrun) gives each process of a job, read in one place.
 
-RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE come from torchrun; RUN_NAME and RESUMPTION_INDEX
-from the control plane. Missing values mean a single process on a single node. Read when asked
-(`LaunchEnv.detect()`), never at import time. The trainer and the streaming dataset both build
-their topology from this.
+RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE come from torchrun (which always sets all four,
+as do Foundry's providers); RUN_NAME and RESUMPTION_INDEX from the control plane. Missing values
+mean a single process on a single node. A launcher that sets RANK/WORLD_SIZE but not the local
+sizes (`srun python train.py` with a one-line wrapper, one Slurm task per rank) is read from
+Slurm's own SLURM_LOCALID and tasks-per-node; without those, every rank is taken to be on this
+node. Read when asked (`LaunchEnv.detect()`), never at import time. The trainer and the streaming
+dataset both build their topology from this.
 """
 
 from __future__ import annotations
@@ -41,11 +44,34 @@ class LaunchEnv:
         if world < 1 or not 0 <= rank < world:
             raise ConfigError(f"RANK={rank} is outside WORLD_SIZE={world}",
                               hint="launch with torchrun, or unset RANK and WORLD_SIZE")
-        # Without LOCAL_WORLD_SIZE every rank is on this node.
-        local_world = num("LOCAL_WORLD_SIZE", world)
+        slurm = _slurm_layout(env, world)
+        local_world = num("LOCAL_WORLD_SIZE", slurm[1] if slurm else world)  # else every rank is on this node
         if local_world < 1 or world % local_world:
             raise ConfigError(f"LOCAL_WORLD_SIZE={local_world} does not divide WORLD_SIZE={world}",
                               hint="every node must run the same number of processes")
-        return cls(rank=rank, world_size=world, local_rank=num("LOCAL_RANK", rank % local_world),
+        local_rank = num("LOCAL_RANK", slurm[0] if slurm and "LOCAL_WORLD_SIZE" not in env else rank % local_world)
+        return cls(rank=rank, world_size=world, local_rank=local_rank,
                    local_world_size=local_world, resumption_index=num("RESUMPTION_INDEX", 0),
                    run_name=env.get("RUN_NAME") or None)
+
+
+def _slurm_layout(env: Mapping[str, str], world: int) -> tuple[int, int] | None:
+    """(local rank, ranks per node) from Slurm when it started one task per rank; None otherwise
+    (not under Slurm, or srun started a launcher per node: torchrun then sets the local sizes)."""
+    counts = next((env[k] for k in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE")
+                   if env.get(k)), "")
+    if not counts or env.get("SLURM_LOCALID", "") == "" or env.get("SLURM_NTASKS", env.get("SLURM_NPROCS")) != str(world):
+        return None
+    sizes = set()
+    for part in counts.split(","):  # Slurm's compressed form: "4(x2),3"
+        count, _, _ = part.partition("(")
+        sizes.add(count.strip())
+    try:
+        per_node = int(sizes.pop()) if len(sizes) == 1 else 0
+        local_rank = int(env["SLURM_LOCALID"])
+    except ValueError:
+        per_node, local_rank = 0, 0
+    if per_node < 1:
+        raise ConfigError(f"Slurm runs {counts} tasks per node: every node must run the same number of processes",
+                          hint="give srun --ntasks-per-node, or set LOCAL_RANK and LOCAL_WORLD_SIZE")
+    return local_rank, per_node

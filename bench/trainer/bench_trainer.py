@@ -24,21 +24,9 @@ import time
 from pathlib import Path
 
 import torch
+from bench_models import data, mlp
 
 HERE = Path(__file__).resolve().parent
-
-
-def mlp(width: int, depth: int) -> torch.nn.Module:
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
-
-
-def data(width: int, n: int, batch: int = 64):
-    g = torch.Generator().manual_seed(0)
-    return [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g)) for _ in range(n)]
 
 
 def plain_loop(width, depth, batches, warmup) -> list[float]:

@@ -26,3 +26,15 @@ def test_without_local_sizes_every_rank_is_on_this_node():
 def test_inconsistent_values_are_config_errors(environ):
     with pytest.raises(ConfigError):
         LaunchEnv.detect(environ)
+
+
+def test_one_slurm_task_per_rank_gives_the_local_sizes():
+    slurm = {"RANK": "5", "WORLD_SIZE": "8", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x2)"}
+    env = LaunchEnv.detect(slurm)
+    assert (env.local_rank, env.local_world_size) == (1, 4)
+    # srun started one launcher per node (torchrun): its own variables win, Slurm's task count is not the ranks'
+    per_node = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "SLURM_NTASKS": "2",
+                "SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "1(x2)"}
+    assert LaunchEnv.detect(per_node) == env
+    with pytest.raises(ConfigError, match="same number"):
+        LaunchEnv.detect({**slurm, "SLURM_TASKS_PER_NODE": "5,3"})

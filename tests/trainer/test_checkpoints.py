@@ -122,7 +122,7 @@ def test_at_most_one_checkpoint_in_flight(tmp_path):
     store = SlowStore(open_store(str(tmp_path / "ck")))
     saver = CheckpointSaver(store, "r", "full", 0, 1, -1, tmp_path / "staging", keep_staging=False)
     meta = lambda b: {"timestamp": {"epoch": 0, "batch": b}, "resumption_index": 0, "config": {}}  # noqa: E731
-    collect = lambda: ({"w": torch.ones(3)}, {"x": 1})  # noqa: E731
+    collect = lambda: ({"w": torch.ones(3)}, {"x": 1}, {})  # noqa: E731
     saver.save({"epoch": 0, "batch": 1}, collect, meta(1))
     assert saver.in_flight == "ep0-ba1" and store_ops.read_latest(store.inner) is None  # returned before the upload
     second_done = threading.Event()
@@ -150,7 +150,7 @@ def test_stop_ends_training_with_a_final_checkpoint(tmp_path):
 def test_full_layout_rank_above_zero_stages_nothing_and_does_not_fail(tmp_path):
     saver = CheckpointSaver(open_store(str(tmp_path / "ck")), "r", "full", rank=1, world_size=2, keep=2,
                             staging_root=tmp_path / "never-created", keep_staging=True)
-    saver.save({"epoch": 0, "batch": 1}, lambda: ({}, {"x": 1}),
+    saver.save({"epoch": 0, "batch": 1}, lambda: ({}, {"x": 1}, {}),
                {"timestamp": {}, "resumption_index": 0, "config": {}})
     assert saver.wait() == []  # rank 1 publishes nothing, and raises nothing
     assert not (tmp_path / "never-created").exists()

@@ -101,8 +101,12 @@ def _world_change(tmp: Path, first_nproc: int, second_nproc: int, layout: str, r
               "--dropout", "0"]
     first = _job(common + ["--pause-at", str(PAUSE_AT), "--out", str(tmp / "o1")], nproc=first_nproc)
     _assert_paused(first, first_nproc)
-    second = _job(common + ["--out", str(tmp / "o2")], nproc=second_nproc)
+    paused = store_ops.read_manifest(open_store(ckpt), store_ops.read_latest(open_store(ckpt))["checkpoint"])
+    second = _job(common + ["--out", str(tmp / "o2"), "--count-downloads", str(tmp / "gets")], nproc=second_nproc)
     assert second.returncode == 0, second.stderr[-3000:]
+    # one download per node: rank 0 fetched every file of the checkpoint once, the other ranks read its folder
+    fetched = {p.name: sorted(p.read_text().split()) for p in (tmp / "gets").iterdir()}
+    assert fetched == {"gets-rank0.txt": sorted(f"{paused.name}/{f.key}" for f in paused.files)}
     # The global batches, reassembled from every rank, are the uninterrupted run's batches.
     seen = []
     for part, nproc in (("o1", first_nproc), ("o2", second_nproc)):

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from foundry.plugins.errors import ConfigError
-from foundry.trainer.checkpoint.state import HostBuffers, gather_full, live_model_optim_state
+from foundry.trainer.checkpoint.host_copy import HostBuffers
+from foundry.trainer.checkpoint.state import gather_full, live_model_optim_state
 from foundry.trainer.fsdp import check_ties, shard_units, tied_groups
 from foundry.trainer.precision import describe_precision, resolve_precision
 from foundry.trainer.throughput import count_tokens, mfu, peak_flops

@@ -74,6 +74,31 @@ class SignalAt:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+def count_downloads(folder: str) -> None:
+    """Record each checkpoint file this rank fetches from the store, one key per line, in
+    FOLDER/gets-rankN.txt (the store that restore opens, wrapped)."""
+    from foundry.trainer.checkpoint import loader
+    from foundry.trainer.dist import DistEnv
+
+    log = Path(folder) / f"gets-rank{DistEnv.detect().rank}.txt"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    real_open = loader.open_store
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def get_file(self, key, dest, *args, **kwargs):
+            with open(log, "a") as f:
+                f.write(f"{key}\n")
+            return self.inner.get_file(key, dest, *args, **kwargs)
+
+    loader.open_store = lambda *args, **kwargs: Counting(real_open(*args, **kwargs))
+
+
 def run(steps: int, save_folder: str | None, run_dir: str, out: str | None = None, pause_at: int | None = None,
         dropout: float = 0.1, layout: str = "full", save_interval: str = "1000ba", autoresume: bool = True,
         width: int = FEATURES, hidden: int = 32, microbatch=None, run_name: str = "toy", **extra):
@@ -116,7 +141,10 @@ def main() -> None:
     p.add_argument("--save-interval", default="1000ba")
     p.add_argument("--width", type=int, default=FEATURES)
     p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--count-downloads", help="a folder: each rank lists there the checkpoint files it fetched")
     a = p.parse_args()
+    if a.count_downloads:
+        count_downloads(a.count_downloads)
     run(a.steps, a.save_folder, a.run_dir, a.out, a.pause_at, a.dropout, a.layout, a.save_interval,
         width=a.width, hidden=a.hidden)
 

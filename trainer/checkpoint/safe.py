@@ -18,6 +18,8 @@ import torch
 
 from foundry.plugins.errors import CheckpointError
 
+from .state import scalars_only
+
 _PLAIN = (type(None), bool, int, float, str, bytes, torch.Tensor, torch.Size, torch.dtype)
 _UNSAFE_HINT = ("Foundry loads checkpoints with weights_only=True; load this file yourself only if you "
                 "trust its source, or write it again with Foundry")
@@ -37,6 +39,8 @@ def to_safe(tree: Any, what: str, path: str = "") -> Any:
     if isinstance(tree, dict):
         return {k: to_safe(v, what, f"{path}/{k}") for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
+        if scalars_only(tree):
+            return type(tree)(tree)
         return type(tree)(to_safe(v, what, f"{path}/{i}") for i, v in enumerate(tree))
     raise CheckpointError(f"{what} holds a {type(tree).__module__}.{type(tree).__qualname__} at {path or '/'}: "
                           "checkpoints hold only tensors, numbers, strings and lists/dicts of them",

@@ -1,12 +1,13 @@
 """Saving without stalling: the main thread copies the state into reusable host buffers
-(state.HostBuffers: pinned on a GPU, reserved in the background after the first step, so the first
-save stalls no longer than the next ones); a background thread does everything else: gathers FSDP
-shards for the full layout (over its own gloo group), serializes (torch.save / DCP), hashes,
-uploads, verifies and publishes.
+(host_copy.StateSnapshot: pinned on a GPU, reserved and planned in the background after the first
+step, so the first save stalls no longer than the next ones) and hands it to a background thread
+started ahead (a queue put, not a thread start), which does everything else: gathers the ranks'
+RNG/data state and, for the full layout, the FSDP shards (over its own gloo group), serializes
+(torch.save / DCP), hashes, uploads, verifies and publishes.
 
 Memory is bounded: at most one checkpoint is in flight. When the next one is due while the
 previous is still uploading, `save` first waits for the previous one to be published (training
-stalls for the remainder of that upload: `last_wait_s`; the copy itself is `last_stall_s`), then reuses
+stalls for the remainder of that upload: `last_wait_s`; the copy and hand-off are `last_stall_s`), then reuses
 the same host buffers, so memory holds one host copy of the state (plus, for the full layout under
 FSDP, the gathered tensors on rank 0 while it writes). A failure in the background is raised on the
 main thread at the next `poll`/`save`/`wait`.
@@ -14,9 +15,13 @@ main thread at the next `poll`/`save`/`wait`.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import shutil
 import threading
 import time
+import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,7 +46,11 @@ class CheckpointSaver:
         self.staging_root = Path(staging_root)
         self.keep_staging = keep_staging
         self.ckpt_group = ckpt_group
-        self._thread: threading.Thread | None = None
+        self._done: threading.Event | None = None  # set when the in-flight checkpoint is finished
+        self._jobs: queue.Queue = queue.Queue()
+        self._worker = threading.Thread(target=_work, args=(self._jobs,), name="foundry-checkpoint", daemon=True)
+        self._worker.start()
+        weakref.finalize(self, _stop, self._jobs, self._worker)  # the worker ends with its saver, or at exit
         self._error: BaseException | None = None
         self._published: list[str] = []
         self._lock = threading.Lock()
@@ -50,29 +59,30 @@ class CheckpointSaver:
         self.in_flight: str | None = None
 
     # -- main thread ---------------------------------------------------------------------------
-    def save(self, timestamp: dict[str, Any], collect: Callable[[], tuple[dict, dict]], meta: dict[str, Any]) -> str:
+    def save(self, timestamp: dict[str, Any], collect: Callable[[], tuple[dict, dict, dict]],
+             meta: dict[str, Any]) -> str:
         """Wait for any previous checkpoint, copy the state to host memory, hand it to the thread.
 
-        `collect()` returns (model_optim_state, extra_state), already copied to host memory.
+        `collect()` returns (model_optim_state, extra_state, this rank's state), already copied to
+        host memory; the background thread gathers every rank's into extra_state, as lists by rank.
         """
         waited = time.perf_counter()
         self.wait()
         start = time.perf_counter()
         self.last_wait_s = start - waited  # > 0 only when the previous checkpoint was still in flight
         name = checkpoint_name(timestamp["epoch"], timestamp["batch"])
-        state, extra = collect()
-        self.last_stall_s = time.perf_counter() - start
+        state, extra, mine = collect()
         self.in_flight = name
-        self._thread = threading.Thread(target=self._run, args=(name, state, extra, meta),
-                                        name=f"foundry-checkpoint-{name}", daemon=True)
-        self._thread.start()
+        self._done = threading.Event()
+        self._jobs.put((self._run, (name, state, extra, mine, meta), self._done))
+        self.last_stall_s = time.perf_counter() - start
         return name
 
     def poll(self) -> list[str]:
         """Names published since the last poll; raises a background failure."""
         self._raise()
-        if self._thread is not None and not self._thread.is_alive():
-            self._thread = None
+        if self._done is not None and self._done.is_set():
+            self._done = None
             self.in_flight = None
             self._raise()
         with self._lock:
@@ -80,8 +90,8 @@ class CheckpointSaver:
         return done
 
     def wait(self) -> list[str]:
-        if self._thread is not None:
-            self._thread.join()
+        if self._done is not None:
+            self._done.wait()
         return self.poll()
 
     def _raise(self) -> None:
@@ -92,8 +102,9 @@ class CheckpointSaver:
             raise CheckpointError(f"saving a checkpoint failed: {type(error).__name__}: {error}") from error
 
     # -- background thread ---------------------------------------------------------------------
-    def _run(self, name: str, state: dict, extra: dict, meta: dict) -> None:
+    def _run(self, name: str, state: dict, extra: dict, mine: dict, meta: dict) -> None:
         try:
+            extra = {**extra, **self._gather_ranks(mine)}
             staging = self.staging_root / name
             if self.layout == "full":  # FSDP shards are gathered here, off the training thread
                 state = gather_full(state, self.ckpt_group, keep=self.rank == 0)
@@ -115,6 +126,16 @@ class CheckpointSaver:
         except BaseException as exc:  # surfaced on the main thread
             self._error = exc
 
+    def _gather_ranks(self, mine: dict) -> dict[str, list]:
+        """Every rank's `mine`, as {key: [rank 0's value, rank 1's, ...]} (a collective: all ranks)."""
+        import torch.distributed as dist
+
+        per_rank = [mine]
+        if self.world_size > 1 and dist.is_initialized():
+            per_rank = [None] * self.world_size
+            dist.all_gather_object(per_rank, mine, group=self.ckpt_group)
+        return {key: [r[key] for r in per_rank] for key in mine}
+
     def _write_full(self, staging: Path, state: dict, extra: dict):
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True, exist_ok=True)
@@ -133,11 +154,13 @@ class CheckpointSaver:
         rank_dir = staging / f"rank{self.rank}"
         shutil.rmtree(rank_dir, ignore_errors=True)
         rank_dir.mkdir(parents=True, exist_ok=True)
-        import warnings
-
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process: expected
         alone = self.world_size == 1 or not (dist.is_available() and dist.is_initialized())
-        dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
+        # Alone, DCP warns "torch.distributed is disabled": expected. The filter is scoped to the call,
+        # and set only then (catch_warnings swaps the process-wide list, from this background thread).
+        with warnings.catch_warnings() if alone else contextlib.nullcontext():
+            if alone:
+                warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
         files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
         if self.rank == 0:
             path = staging / "extra.pt"
@@ -166,3 +189,22 @@ class CheckpointSaver:
         for path in local[: max(0, len(local) - keep)]:
             if path.name != newest:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop(jobs: queue.Queue, worker: threading.Thread) -> None:
+    """End the worker and join it (at exit too: a thread that used torch and is still alive, or still
+    ending, while the interpreter shuts down can abort the process in torch's static destructors)."""
+    jobs.put(None)
+    if worker is not threading.current_thread():
+        worker.join()
+
+
+def _work(jobs: queue.Queue) -> None:
+    """The background thread: runs each handed-off save; ends at None (its saver is gone)."""
+    while (job := jobs.get()) is not None:
+        run, args, done = job
+        try:
+            run(*args)
+        finally:
+            done.set()
+            del job, run, args  # drop the saver and the host copy while idle

@@ -8,7 +8,6 @@ holds checkpoints is an error unless save_overwrite=True (then they are deleted 
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,9 @@ from ..seeding import rng_state
 from . import loader, store_ops
 from .saver import CheckpointSaver
 from .safe import to_safe
-from .state import HostBuffers, dataloader_stateful, holds_dtensors, live_model_optim_state, to_host
+from .host_copy import StateSnapshot, sharded_params
+from .node_staging import NodeStaging
+from .state import dataloader_stateful, to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
 
@@ -49,8 +50,8 @@ class CheckpointSession:
         self.last_saved: str | None = None
         self.events: list[dict[str, Any]] = []  # structured records for metrics.jsonl (taken by the Trainer)
         self._published: list[str] = []  # published while a save waited for the previous upload
-        self.buffers = HostBuffers(pin=_cuda_available())
-        self._reserve_checked = False
+        self.snapshot = StateSnapshot(pin=_cuda_available())
+        self._prepare_checked = False
         if self.store is not None:
             group = None
             if env.distributed:
@@ -65,10 +66,25 @@ class CheckpointSession:
     # -- resume --------------------------------------------------------------------------------
     def resume(self, trainer) -> ResumePoint | None:
         """Restore trainer state from the checkpoint this run should start from; None if fresh."""
-        dest = self.staging / "_load" / f"rank{self.env.rank}"
+        node = NodeStaging(self.staging / "_load", self.env)  # one download per node, read by its ranks
+        restored = False
+        try:
+            found, weights_only = self._find(node)
+            if found is None:
+                return None
+            manifest, folder, source_url = found
+            extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
+                                   self.env.world_size, weights_only=weights_only)
+            restored = True
+        finally:
+            node.done(wait_for_all=restored)
+        return self._apply(trainer, manifest, source_url, extra, weights_only)
+
+    def _find(self, node: NodeStaging):
+        """((manifest, local folder, URL) or None, weights_only): autoresume's, else load_path's."""
         found, weights_only = None, False
         if self.cfg.autoresume:
-            found = loader.download(self.cfg.save_url, dest)
+            found = node.fetch(lambda dest: loader.download(self.cfg.save_url, dest))
             if found and found[0].run_name != self.cfg.run_name:
                 raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
                                       f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
@@ -80,18 +96,14 @@ class CheckpointSession:
         if found is None:
             self._check_overwrite()
             if self.cfg.load_path:
-                found = loader.download(self.cfg.load_path, dest)
+                found = node.fetch(lambda dest: loader.download(self.cfg.load_path, dest))
                 if found is None:
                     raise CheckpointError(f"no checkpoint at load_path {self.cfg.load_path}")
                 weights_only = self.cfg.load_weights_only or found[0].layout == loader.FILE_LAYOUT
-        if found is None:
-            return None
-        manifest, folder, source_url = found
-        try:
-            extra = loader.restore(manifest, folder, trainer.model, trainer.optimizers, self.env.rank,
-                                   self.env.world_size, weights_only=weights_only)
-        finally:
-            shutil.rmtree(dest, ignore_errors=True)
+        return found, weights_only
+
+    def _apply(self, trainer, manifest, source_url: str, extra, weights_only: bool) -> ResumePoint | None:
+        """Record the resume and put back what the checkpoint holds besides model and optimizer."""
         self.resumed_from = manifest.name
         log.info("resumed from checkpoint %s (batch %s)", manifest.name, manifest.timestamp.get("batch"))
         self.events.append({"event": "resumed", "checkpoint": manifest.name, "checkpoint_url": source_url,
@@ -148,24 +160,22 @@ class CheckpointSession:
         stateful = dataloader_stateful(trainer.train_dataloader)
 
         def collect():
-            mo = live_model_optim_state(trainer.model, trainer.optimizers)
+            # this rank's part; the saver gathers every rank's in the background (lists by rank)
             mine = {"rng": rng_state(), "epoch_rng": trainer.epoch_start_rng,
                     "dataloader": stateful.state_dict() if stateful is not None else None}
-            per_rank = fdist.all_gather_object(mine, self.env)
             extra = {
                 "timestamp": trainer.timestamp.state_dict(),
                 "schedulers": [s.state_dict() for s in trainer.schedulers],
                 "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
-                "rng": [r["rng"] for r in per_rank],
-                "epoch_rng": [r["epoch_rng"] for r in per_rank],
-                "dataloader": [r["dataloader"] for r in per_rank],
                 "microbatch_size": trainer.runner.size,
                 "run_name": self.cfg.run_name,
                 "resumption_index": self.env.resumption_index,
                 "world_size": self.env.world_size,
             }
-            state = self.buffers.copy(mo) if self._keeps_state(mo) else {}
-            return state, to_safe(to_host(extra), "the checkpoint's extra state")
+            state = self.snapshot.take(trainer.model, trainer.optimizers) if self._keeps_state(trainer.model) else {}
+            what, rank = "the checkpoint's extra state", self.env.rank
+            return state, to_safe(to_host(extra), what), {
+                key: to_safe(to_host(value), what, f"/{key}/{rank}") for key, value in mine.items()}  # its path once gathered
 
         meta = {"timestamp": trainer.timestamp.state_dict(), "resumption_index": self.env.resumption_index,
                 "config": trainer.resolved_config}
@@ -175,20 +185,19 @@ class CheckpointSession:
         self.last_saved = self.saver.save(trainer.timestamp.state_dict(), collect, meta)
         return self.last_saved
 
-    def _keeps_state(self, mo) -> bool:
+    def _keeps_state(self, model) -> bool:
         """Every rank copies its shards (sharded layout, or FSDP); whole replicas only rank 0."""
-        return self.env.is_main or self.cfg.checkpoint_layout != "full" or holds_dtensors(mo)
+        return self.env.is_main or self.cfg.checkpoint_layout != "full" or sharded_params(model)
 
     def _take_published(self, new: list[str]) -> list[str]:
         done, self._published = self._published + new, []
         return done
 
     def poll(self, trainer=None) -> list[str]:
-        if trainer is not None and self.saver is not None and not self._reserve_checked:
-            self._reserve_checked = True
-            mo = live_model_optim_state(trainer.model, trainer.optimizers)  # after a step: optimizer state exists
-            if self._keeps_state(mo) and not self.buffers.reserved:
-                self.buffers.reserve(mo)  # so the first save stalls no longer than the next ones
+        if trainer is not None and self.saver is not None and not self._prepare_checked:
+            self._prepare_checked = True  # after a step: optimizer state exists
+            if self._keeps_state(trainer.model) and not self.snapshot.prepared:
+                self.snapshot.prepare(trainer.model, trainer.optimizers)  # the first save stalls no longer than the next
         return self._take_published(self.saver.poll() if self.saver else [])
 
     def wait(self) -> list[str]:

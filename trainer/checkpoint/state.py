@@ -7,11 +7,18 @@ dict is portable between world sizes and wrappers; the sharded one is what DCP s
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+
+
+SCALARS = frozenset({type(None), bool, int, float, str})
+
+
+def scalars_only(seq: list | tuple) -> bool:
+    """A flat sequence of immutable scalars (Python's RNG state: 625 ints), walked in one C loop."""
+    return all(type(v) in SCALARS for v in seq)
 
 
 def to_host(tree: Any) -> Any:
@@ -23,9 +30,9 @@ def to_host(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: to_host(v) for k, v in tree.items()}
     if isinstance(tree, list):
-        return [to_host(v) for v in tree]
+        return list(tree) if scalars_only(tree) else [to_host(v) for v in tree]
     if isinstance(tree, tuple):
-        return tuple(to_host(v) for v in tree)
+        return tree if scalars_only(tree) else tuple(to_host(v) for v in tree)
     return tree
 
 
@@ -37,82 +44,6 @@ def _dtensor_type():
     return DTensor
 
 
-class HostBuffers:
-    """Reusable host memory for the checkpoint copy, the only part of a save that stalls training.
-
-    With at most one checkpoint in flight, the previous copy is free again when the next save
-    starts: copying into already-allocated (and, with a GPU, pinned) buffers avoids allocation and
-    page faults, the bulk of a naive stall. `reserve` allocates them ahead of the first save (in a
-    background thread, pages touched), so the first save stalls no longer than the others.
-
-    A DTensor (FSDP) is copied shard by shard: only the local shard goes to host memory, wrapped
-    back into a DTensor with the same sharding spec, so DCP writes it as it is and the full layout
-    gathers it off the training thread. A tensor shared under several names (tied weights) is
-    copied once and stays shared in the copy.
-    """
-
-    def __init__(self, pin: bool = False):
-        self.pin = pin
-        self._buffers: dict[str, torch.Tensor] = {}
-        self._reserving: threading.Thread | None = None
-
-    def _buffer(self, path: str, like: torch.Tensor) -> torch.Tensor:
-        buf = self._buffers.get(path)
-        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype or like.is_sparse:
-            buf = torch.empty(like.shape, dtype=like.dtype, device="cpu", pin_memory=self.pin and not like.is_sparse)
-            self._buffers[path] = buf
-        return buf
-
-    def reserve(self, tree: Any) -> None:
-        """Allocate (and touch) buffers shaped like `tree` in a background thread."""
-        shapes = [(path, _meta(t)) for path, t in _leaves(tree)]
-
-        def allocate() -> None:
-            for path, like in shapes:
-                self._buffer(path, like).zero_()  # zero_ faults the pages in now, not during the copy
-
-        self._reserving = threading.Thread(target=allocate, name="foundry-host-buffers", daemon=True)
-        self._reserving.start()
-
-    @property
-    def reserved(self) -> bool:
-        return self._reserving is not None or bool(self._buffers)
-
-    def copy(self, tree: Any) -> Any:
-        """Copy every tensor of `tree` into the host buffers; returns the copy (same structure)."""
-        if self._reserving is not None:
-            self._reserving.join()
-            self._reserving = None
-        seen: dict[tuple, Any] = {}
-        dtensor = _dtensor_type()
-        on_device = False
-
-        def visit(node: Any, path: str) -> Any:
-            nonlocal on_device
-            if isinstance(node, torch.Tensor):
-                key = _alias_key(node)
-                if key in seen:
-                    return seen[key]
-                local = _local(node)
-                src = local.detach()
-                on_device |= src.device.type != "cpu"
-                buf = self._buffer(path, src)
-                buf.copy_(src, non_blocking=self.pin)
-                out = dtensor(buf, node._spec, requires_grad=False) if local is not node else buf
-                seen[key] = out
-                return out
-            if isinstance(node, dict):
-                return {k: visit(v, f"{path}/{k}") for k, v in node.items()}
-            if isinstance(node, (list, tuple)):
-                return type(node)(visit(v, f"{path}/{i}") for i, v in enumerate(node))
-            return node
-
-        out = visit(tree, "")
-        if on_device and torch.cuda.is_available():
-            torch.cuda.synchronize()  # the non-blocking copies must land before training moves on
-        return out
-
-
 def _local(t: torch.Tensor) -> torch.Tensor:
     dtensor = _dtensor_type()
     return t._local_tensor if dtensor is not None and isinstance(t, dtensor) else t
@@ -122,15 +53,10 @@ def _alias_key(t: torch.Tensor) -> tuple:
     """Same key for two tensors that are views of the same memory with the same layout: a state
     dict names a tied weight twice, as two tensor objects over one storage."""
     local = _local(t)
-    if local.is_sparse:
-        return ("sparse", id(t))
+    if local.is_sparse or local.numel() == 0:  # empty shards (FSDP, a dim smaller than the world) share address 0
+        return ("own", id(t))
     return (local.device, local.untyped_storage().data_ptr(), local.storage_offset(), tuple(local.shape),
             tuple(local.stride()), local.dtype)
-
-
-def _meta(t: torch.Tensor) -> torch.Tensor:
-    local = _local(t)
-    return torch.empty(local.shape, dtype=local.dtype, device="meta")
 
 
 def _leaves(tree: Any, path: str = ""):
@@ -183,6 +109,8 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
                                   hint="use checkpoint_layout='sharded'")
         if t.device_mesh.size() == 1:
             return t._local_tensor
+        if _is_dim0_shard(t.placements):  # FSDP's: uneven (even empty) shards, which full_tensor() mis-gathers
+            return _gather_dim0(t._local_tensor, tuple(t.shape), group, t.device_mesh.size())
         if mesh is None:
             from torch.distributed.device_mesh import DeviceMesh
 
@@ -203,6 +131,25 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
         return node
 
     return visit(tree)
+
+
+def _is_dim0_shard(placements) -> bool:
+    from torch.distributed.tensor import Shard
+
+    return len(placements) == 1 and isinstance(placements[0], Shard) and placements[0].dim == 0
+
+
+def _gather_dim0(local: torch.Tensor, shape: tuple, group, world: int) -> torch.Tensor:
+    """The whole of a tensor split on dim 0 the way FSDP2 splits it (torch.chunk: the last shards may
+    be short or empty, e.g. a Linear(d, 1) over 2 ranks): pad each to the chunk size, gather, trim."""
+    import torch.distributed as dist
+
+    chunk = -(-shape[0] // world)
+    padded = local.new_zeros((chunk, *shape[1:]))
+    padded[: local.shape[0]].copy_(local)
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat(parts)[: shape[0]]
 
 
 def _options(full: bool) -> StateDictOptions:
