@@ -96,6 +96,16 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def own_temp_folder() -> None:
+    """Every side's temp files (mosaic's /tmp/NNNNNN_*_filelock, torch's, SeaweedFS's logs) go into
+    one folder of this bench, removed at exit: a benchmark leaves nothing in the machine's /tmp."""
+    import atexit
+
+    folder = tempfile.mkdtemp(prefix="bench-streaming-")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    atexit.register(shutil.rmtree, folder, True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=100_000)
@@ -107,6 +117,7 @@ def main() -> None:
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streaming.json"))
     a = ap.parse_args()
+    own_temp_folder()
     sides = a.sides.split(",")
     data = Path(a.data)
     results: dict = {"samples": a.samples, "reps": a.reps, "sides": sides, "workloads": {}}
