@@ -40,7 +40,8 @@ def _screen_until(session: str, *texts: str, timeout: float = 120.0) -> str:
     raise AssertionError(f"never saw {texts!r} on screen; last screen:\n{pane}")
 
 
-def test_foundry_tui_in_tmux(plane, run_yaml, tmp_path):
+def test_foundry_tui_in_tmux(plane, run_yaml, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))   # a tmux server of its own, not /tmp/tmux-UID
     src = tmp_path / "rows.jsonl"
     src.write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(50)))
     plane.create_secret("r2-creds", "s3", {"access_key_id": "AKID", "secret_access_key": SECRET})
