@@ -96,6 +96,7 @@ def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
+    early: set[int] = set()  # shards read from their compressed frames for now (early_reader.py)
     finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
@@ -110,6 +111,8 @@ def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
             prefetcher.advance(a)
             reader = readers[shard] = source.open(shard)
             getters[shard] = reader.get_sample
+            if not getattr(reader, "settled", True):
+                early.add(shard)
             after_fetch(shard)
             heapq.heappush(closing, (last, shard))
             for c in range(a, b, step):
@@ -117,6 +120,11 @@ def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
                 if c != a:
                     position[0] = c
                     prefetcher.advance(c)
+                if early:  # a shard decompressed since: read it directly from now on
+                    for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
+                        early.discard(sh)
+                        if sh in readers:
+                            getters[sh] = readers[sh].get_sample
                 for s, j in zip(shard_list[c:e], local_list[c:e]):
                     yield getters[s](j)
         finished = True

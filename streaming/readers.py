@@ -7,6 +7,11 @@ import os
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
+from foundry.plugins.errors import DataError
+
+from .format import refuse_unsafe
+from .format.framed_reader import FramedMDSReader, is_seekable
+
 
 class ReaderPool:
     def __init__(self, infos: Sequence[Any], ensure: Callable[[int], os.PathLike], allow_unsafe_types: bool,
@@ -36,7 +41,6 @@ class ReaderPool:
     def open(self, shard: int) -> Any:
         """A new reader (not kept by the pool), its shard local and mapped: the caller closes it."""
         from foundry.streaming.format import open_shard
-        from foundry.plugins.errors import DataError
 
         mapped = not _in_dataloader_worker()
         for attempt in range(3):
@@ -50,6 +54,21 @@ class ReaderPool:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def open_framed(self, shard: int, zip_path: os.PathLike) -> Any:
+        """A reader of an MDS shard's samples from its seekable compressed file (format.framed_reader),
+        or None when the file is not seekable (one zstd frame, as mosaicml-streaming writes)."""
+        info = self._infos[shard]
+        if info.format != "mds" or info.compression.partition(":")[0] != "zstd" or not is_seekable(zip_path):
+            return None
+        refuse_unsafe(info, self._unsafe)
+        reader = FramedMDSReader(info, zip_path)
+        try:
+            reader.get_sample_bytes(0)  # header and first frame: a bad file is left to the whole-shard path
+        except DataError:
+            reader.close()
+            return None
+        return reader
 
     def open_shards(self) -> set[int]:
         return set(self._open)

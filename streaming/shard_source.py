@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .cache import Evictor, ShardCache, UseSchedule
+from .early_reader import EarlyShardReader
 from .readers import ReaderPool
 
 
@@ -24,6 +25,12 @@ class ShardLocator:
 
     def ensure(self, shard: int):
         return self.caches[self._cache[shard]].ensure(int(self._local[shard]))
+
+    def unready_local_zip(self, shard: int):
+        return self.caches[self._cache[shard]].unready_local_zip(int(self._local[shard]))
+
+    def is_ready(self, shard: int) -> bool:
+        return self.caches[self._cache[shard]].is_ready(int(self._local[shard]))
 
     @property
     def bytes_downloaded(self) -> int:
@@ -45,6 +52,15 @@ class DatasetShards:
         return self._locator.ensure(shard)
 
     def open(self, shard: int) -> Any:
+        """The shard's reader: from its compressed file's frames while it is being decompressed
+        (early_reader.py), else from the decompressed file once it is local."""
+        zip_path = self._locator.unready_local_zip(shard)
+        framed = self._readers.open_framed(shard, zip_path) if zip_path is not None else None
+        if framed is None:
+            return self._open_whole(shard)
+        return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard))
+
+    def _open_whole(self, shard: int) -> Any:
         self._opening.add(shard)  # not evicted between being made local and being mapped
         try:
             return self._readers.open(shard)

@@ -22,6 +22,7 @@ from foundry.plugins.retry import RetryPolicy, call_with_retries
 from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, verify_file
 
 from . import decompress_slot
+from .timed_call import call_with_timeout
 
 _STATE_DIR = ".foundry"
 _seq = itertools.count()
@@ -194,6 +195,22 @@ class ShardCache:
             self._ready.add(i)
             return path
 
+    def unready_local_zip(self, i: int) -> Path | None:
+        """Shard i's compressed copy in the local folder, checked, while the shard is not ready
+        yet: an MDS shard's samples can be read from it (a seekable zstd file) before the whole
+        shard is decompressed. None when the shard is ready, has no good local copy, or several files."""
+        files = self.files(i)
+        if i in self._ready or len(files) != 1 or not files[0].zip_basename:
+            return None
+        try:
+            return None if self._file_complete(files[0]) else self._good_local_zip(files[0])
+        except DataError:
+            return None  # the reader's own ensure() raises it, with the shard's name
+
+    def is_ready(self, i: int) -> bool:
+        """Shard i is known (to this process) to be whole under its final name."""
+        return i in self._ready
+
     def _complete(self, i: int) -> bool:
         return all(self._file_complete(f) for f in self.files(i))
 
@@ -345,24 +362,7 @@ class ShardCache:
             self.store().get_file(key, dest)
             return None
 
-        if not self.download_timeout:
-            return get()
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["data"] = get()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
-                box["error"] = exc
-
-        t = threading.Thread(target=run, daemon=True, name=f"foundry-get-{key}")
-        t.start()
-        t.join(self.download_timeout)
-        if t.is_alive():
-            raise TimeoutError(f"download of {key} took more than {self.download_timeout}s")
-        if "error" in box:
-            raise box["error"]
-        return box["data"]
+        return call_with_timeout(get, self.download_timeout, f"download of {key}")
 
     def evict(self, i: int) -> int:
         """Delete shard i's local files (only if it can be downloaded again); returns bytes freed."""

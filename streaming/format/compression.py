@@ -100,7 +100,8 @@ def decompress(compression: str, data: bytes) -> bytes:
         if family == "zstd":
             import zstandard
 
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+            # every frame: a seekable shard (format.zstd_seekable) is several
+            return zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read()
         if family == "gz":
             return gzip.decompress(data)
         if family == "bz2":
@@ -115,15 +116,14 @@ def decompress(compression: str, data: bytes) -> bytes:
 
 
 def compress_file(compression: str, src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Compress `src` into `dst` (atomically), streaming where the family allows."""
+    """Compress `src` into `dst` (atomically), streaming where the family allows; zstd as seekable
+    frames (format.zstd_seekable)."""
     c = parse_compression(compression)
     with atomic_destination(dst) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
-        if c.family == "zstd":
-            import zstandard
+        if c.family == "zstd":  # frames a reader can decompress one by one, readable as one stream
+            from .zstd_seekable import write_seekable
 
-            size = os.fstat(fin.fileno()).st_size
-            cctx = zstandard.ZstdCompressor(level=c.level, write_content_size=True)
-            cctx.copy_stream(fin, fout, size=size, read_size=_CHUNK, write_size=_CHUNK)
+            write_seekable(fin, fout, c.level)
         elif c.family == "gz":
             with gzip.GzipFile(filename="", mode="wb", compresslevel=c.level, fileobj=fout, mtime=0) as gz:
                 shutil.copyfileobj(fin, gz, _CHUNK)

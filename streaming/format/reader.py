@@ -234,6 +234,18 @@ class SplitShardReader(ShardReader):
         return {name: dec(part) for name, dec, part in zip(self.info.column_names, self._xsv_decoders, parts)}
 
 
+def refuse_unsafe(info: ShardInfo, allow_unsafe_types: bool) -> None:
+    """Columns with an unsafe encoding (pkl) are refused unless `allow_unsafe_types=True`."""
+    if not allow_unsafe_types:
+        for name, encoding in zip(info.column_names, info.column_encodings):
+            if info.format == "mds" and not get_encoding(encoding).safe:
+                raise DataError(
+                    f"column {name!r} of shard {info.raw_basename} uses the unsafe encoding {encoding!r} "
+                    "(unpickling can run arbitrary code)",
+                    hint="pass allow_unsafe_types=True if you trust this dataset",
+                )
+
+
 def open_shard(
     info: ShardInfo,
     raw_path: str | os.PathLike,
@@ -249,14 +261,7 @@ def open_shard(
     For split formats the meta file is `meta_path`, by default beside `raw_path`. Columns with an
     unsafe encoding (pkl) are refused unless `allow_unsafe_types=True`.
     """
-    if not allow_unsafe_types:
-        for name, encoding in zip(info.column_names, info.column_encodings):
-            if info.format == "mds" and not get_encoding(encoding).safe:
-                raise DataError(
-                    f"column {name!r} of shard {info.raw_basename} uses the unsafe encoding {encoding!r} "
-                    "(unpickling can run arbitrary code)",
-                    hint="pass allow_unsafe_types=True if you trust this dataset",
-                )
+    refuse_unsafe(info, allow_unsafe_types)
     if info.format == "mds":
         return MDSShardReader(info, raw_path) if mapped else MDSShardFileReader(info, raw_path)
     if info.format in SPLIT_FORMATS:
