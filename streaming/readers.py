@@ -70,6 +70,10 @@ class ReaderPool:
             return None
         return reader
 
+    @staticmethod
+    def in_worker() -> bool:
+        return _in_dataloader_worker()
+
     def open_shards(self) -> set[int]:
         return set(self._open)
 

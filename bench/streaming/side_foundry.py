@@ -73,8 +73,10 @@ def ceiling(src: str) -> None:
     for data in datas:
         table = read_seek_table(data)  # Foundry's shards are frames: one decompress call each
         bounds = table.packed.tolist() if table is not None else [0, len(data)]
-        for a, b in zip(bounds, bounds[1:]):
-            zstandard.ZstdDecompressor().decompress(data[a:b])
+        # every frame kept until the shard is done: a reader must hold the whole shard somewhere
+        # (1 MiB frames decompressed into a reused buffer stay in the CPU cache and run ~10x faster)
+        whole = [zstandard.ZstdDecompressor().decompress(data[a:b]) for a, b in zip(bounds, bounds[1:])]
+        del whole
     emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 
