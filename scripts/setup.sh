@@ -16,6 +16,10 @@ USE_UV=${USE_UV:-1}
 LOG="$VENV.setup.log"
 STAMP="$VENV/.foundry-setup"
 T_START=$(date +%s.%N)
+# pip's and uv's temporary files (uv leaves uv-setuptools-*.lock behind) go to a folder removed at exit
+SETUP_TMP=$(mktemp -d)
+trap 'rm -rf "$SETUP_TMP"' EXIT
+export TMPDIR=$SETUP_TMP
 
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 say() { echo "[setup] $*" >&2; }
