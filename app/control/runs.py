@@ -29,6 +29,9 @@ from .models import ACTIVE_STATUSES, RESUMABLE_STATUSES, DryRun, RunInfo
 from .reconcile import Watchdog
 from .registry import Registry
 from .run_views import CheckpointRow, RunProgress
+
+# How long wait() gives another reconciler to record the relaunch of a run it filed as lost.
+RETRY_GRACE_S = 30.0
 from .secret_env import secret_environment
 from .secrets import SecretStore, mask
 
@@ -200,11 +203,22 @@ class Runs:
         return ckpt_url
 
     def wait(self, name: str, timeout: float | None = None, poll: float = 0.5) -> RunInfo:
+        """The run once it is no longer active. A run lost with retries left is not done: another
+        reconciler (the daemon, another CLI) filed the loss and is relaunching it (this process's
+        own reconcile would have relaunched it in the same step); it is waited for up to
+        RETRY_GRACE_S before the loss is taken as final."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        lost_at = None
         while True:
             run = self.get(name)
             if run.status not in ACTIVE_STATUSES:
-                return run
+                if not (run.status == "lost" and run.retries_used < run.max_retries):
+                    return run
+                lost_at = lost_at or time.monotonic()
+                if time.monotonic() - lost_at > RETRY_GRACE_S:
+                    return run
+            else:
+                lost_at = None
             if deadline is not None and time.monotonic() > deadline:
                 raise ProviderError(f"run {name!r} is still {run.status} after {timeout:.0f}s")
             time.sleep(poll)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 
 from support.control import wait_for
 
@@ -29,6 +31,32 @@ def test_sigkilled_run_is_retried_then_given_up(cp, pausable):
     kill_rank(cp, "flaky", 1, rank=1)
     run = wait_for(lambda: (r := cp.get_run("flaky")).status == "lost" and r)
     assert len(run.resumptions) == 2 and run.retries_used == 1
+
+
+def test_wait_holds_while_another_reconciler_relaunches(cp, monkeypatch):
+    """wait() does not return a run "lost" that another reconciler is relaunching (it has retries left)."""
+    from foundry.app.control import ControlPlane
+    from foundry.app.control.reconcile import Watchdog
+
+    code = "import os, time; os.environ['RESUMPTION_INDEX'] == '0' and time.sleep(60)"
+    cp.create_run({"name": "relaunched", "command": [sys.executable, "-c", code], "scheduling": {"max_retries": 1}})
+    pidfile = cp.paths.resumption_dir("relaunched", 0) / "ranks" / "rank-0.pid"
+    wait_for(pidfile.exists)
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+    wait_for(lambda: (cp.paths.resumption_dir("relaunched", 0) / "exit.json").exists())
+    real_retry = Watchdog._retry
+
+    def slow_retry(self, run, res):
+        time.sleep(1.5)  # the moment between filing the loss and recording the relaunch, made long
+        return real_retry(self, run, res)
+
+    monkeypatch.setattr(Watchdog, "_retry", slow_retry)
+    other = threading.Thread(target=ControlPlane().reconcile)
+    other.start()
+    wait_for(lambda: cp.registry.get_run("relaunched").status == "lost")  # filed by the other one
+    run = cp.wait("relaunched", timeout=60)
+    other.join()
+    assert run.status == "completed" and len(run.resumptions) == 2 and run.resumptions[0].state == "lost"
 
 
 def test_own_error_is_not_retried(cp):
