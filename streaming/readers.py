@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 from foundry.plugins.errors import DataError
 
 from .format import refuse_unsafe
-from .format.framed_reader import FramedMDSReader, is_seekable
+from .format.framed_reader import FramedMDSReader
 
 
 class ReaderPool:
@@ -59,12 +59,12 @@ class ReaderPool:
         """A reader of an MDS shard's samples from its seekable compressed file (format.framed_reader),
         or None when the file is not seekable (one zstd frame, as mosaicml-streaming writes)."""
         info = self._infos[shard]
-        if info.format != "mds" or info.compression.partition(":")[0] != "zstd" or not is_seekable(zip_path):
+        if info.format != "mds" or info.compression.partition(":")[0] != "zstd":
             return None
         refuse_unsafe(info, self._unsafe)
         reader = FramedMDSReader(info, zip_path)
         try:
-            reader.get_sample_bytes(0)  # header and first frame: a bad file is left to the whole-shard path
+            reader.get_sample_bytes(0)  # table, header and first frame; no table or a bad file: read it whole
         except DataError:
             reader.close()
             return None
