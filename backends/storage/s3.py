@@ -25,6 +25,7 @@ from foundry.plugins.storage import (
 
 from . import s3_errors
 from .remote import RemoteStore, TruncatedRead
+from .request_gate import RequestGate
 from .s3_client import S3Settings, get_client
 from .sdk_check import require_sdk
 from .transfer import (
@@ -48,6 +49,8 @@ class S3Store(RemoteStore):
         self.settings = settings
         self.policy = retry_policy_from(options)
         self.transfer = TransferConfig.from_options(options)
+        # file downloads of this store: at most `concurrency` requests at once, first asked first served
+        self.download_gate = RequestGate(self.transfer.concurrency)
         root = f"{self.scheme}://{bucket}"
         self.url = f"{root}/{self.prefix}" if self.prefix else root
         self._client = None
@@ -100,7 +103,8 @@ class S3Store(RemoteStore):
 
     def get(self, key: str) -> bytes:
         full = self._key(key)
-        return self._call(key, lambda: self._read_body(self.client.get_object(Bucket=self.bucket, Key=full)))
+        with self.download_gate.turn() as ticket, self.download_gate.slot(ticket):
+            return self._call(key, lambda: self._read_body(self.client.get_object(Bucket=self.bucket, Key=full)))
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
@@ -128,6 +132,10 @@ class S3Store(RemoteStore):
                           modified.timestamp() if modified else None)
 
     def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
+        with self.download_gate.turn() as ticket:  # in line in the order files are asked for
+            self._get_file(key, path, progress, ticket)
+
+    def _get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None, ticket: int) -> None:
         info = self.head(key)
         if info.size <= self.transfer.threshold:
             full = self._key(key)
@@ -143,12 +151,13 @@ class S3Store(RemoteStore):
                         raise TruncatedRead(f"got {written} of {response['ContentLength']} bytes")
                 return written
 
-            written = self._call(key, fetch_all)
+            with self.download_gate.slot(ticket):
+                written = self._call(key, fetch_all)
             if progress:
                 progress(written)
             return
         parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e, info.etag),
-                          self.transfer, progress)
+                          self.transfer, progress, gate=self.download_gate, ticket=ticket)
 
     def _range_exact(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
         full = self._key(key)

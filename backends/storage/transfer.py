@@ -7,6 +7,7 @@ Each part is retried on its own by the caller's `fetch`/`upload` function.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -17,6 +18,8 @@ from typing import Any, Callable, Sequence, TypeVar
 from foundry.plugins.errors import ConfigError
 from foundry.plugins.retry import RetryPolicy
 from foundry.plugins.storage import ProgressCallback, atomic_destination
+
+from .request_gate import RequestGate
 
 T = TypeVar("T")
 MiB = 1 << 20
@@ -99,8 +102,11 @@ def parallel_download(
     fetch: Callable[[int, int], bytes],
     config: TransferConfig,
     progress: ProgressCallback | None = None,
+    gate: RequestGate | None = None,
+    ticket: int = 0,
 ) -> None:
-    """Download `size` bytes with `fetch(start, end)` into `path` atomically, parts in parallel."""
+    """Download `size` bytes with `fetch(start, end)` into `path` atomically, parts in parallel;
+    with a `gate`, each part holds one of its slots, in line by (`ticket`, offset)."""
     report = locked_progress(progress)
     with atomic_destination(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY)
@@ -108,12 +114,16 @@ def parallel_download(
             os.ftruncate(fd, size)
 
             def one(byte_range: tuple[int, int]) -> None:
-                data = fetch(*byte_range)
+                with gate.slot(ticket, byte_range[0]) if gate else contextlib.nullcontext():
+                    data = fetch(*byte_range)
                 os.pwrite(fd, data, byte_range[0])
                 if report:
                     report(len(data))
 
-            run_parallel(part_ranges(size, config.part_size_for(size)), one, config.concurrency)
+            ranges = part_ranges(size, config.part_size_for(size))
+            if gate:
+                gate.line_up(ticket, [start for start, _ in ranges])
+            run_parallel(ranges, one, config.concurrency)
         finally:
             os.close(fd)
 

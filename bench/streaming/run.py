@@ -9,12 +9,13 @@ mosaicml-streaming and README in this folder for litdata). Repetitions are inter
 sides; shard files are read once (page cache warm) right before every timed epoch, and shards a
 previous epoch decompressed are deleted, so every epoch of a compressed workload decompresses;
 medians are reported, with Foundry's ratio to each peer. The cold epoch reads from SeaweedFS on
-loopback.
+loopback, or with `--wan-rtt-ms 40` from SeaweedFS across an emulated 40 ms RTT link (wan.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -115,6 +116,9 @@ def main() -> None:
     ap.add_argument("--sides", default="foundry,mosaic,litdata")
     ap.add_argument("--data", default=str(REPO / ".foundry-cache" / "bench-streaming"))
     ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--wan-rtt-ms", type=float, default=0,
+                    help="cold epoch from SeaweedFS across an emulated link of this RTT (root; wan.py)")
+    ap.add_argument("--wan-rate", default="none", help="rate cap on that link (tbf, e.g. 200mbit)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streaming.json"))
     a = ap.parse_args()
     own_temp_folder()
@@ -128,7 +132,12 @@ def main() -> None:
             floors[s] = res["peak_tree_rss_mb"]
     results["tree_rss_floor_mb"] = floors
     s3 = None
-    if not a.no_cold:
+    if a.wan_rtt_ms:
+        from wan import start_s3_across_link
+
+        s3 = start_s3_across_link(data / "seaweed-wan", a.wan_rtt_ms, a.wan_rate)
+        results["wan"] = s3["describe"]
+    elif not a.no_cold:
         s3 = start_s3(data / "seaweed")
     try:
         for wl in a.workloads.split(","):
@@ -178,25 +187,10 @@ def main() -> None:
                     if res:
                         r[s].setdefault("resume_all", []).append(res["seconds"])
             if s3 is not None:
-                for s in sides:
-                    prefix = f"{wl}-{a.samples}/{s}"
-                    forget_decompressed(dirs[s])
-                    upload(s3, dirs[s], prefix)
-                    cache = data / "cold-cache" / wl / s
-                    shutil.rmtree(cache, ignore_errors=True)
-                    url = f"s3://{s3['bucket']}/{prefix}"
-                    res = run(s, "epoch", url, "plain", str(cache), env=s3["env"])
-                    if not res:
-                        continue
-                    r[s]["cold_sps"] = res["samples"] / res["seconds"]
-                    r[s]["cold_first_s"] = res["first_sample_s"] + res.get("setup_s", 0)
-                    r[s]["cold_bytes"] = du_bytes(cache)
-                    r[s]["store_bytes"] = du_bytes(dirs[s])
-                    shutil.rmtree(cache, ignore_errors=True)
-                    print(f"[{wl}] {s} cold {r[s]['cold_sps']:.0f}/s, {r[s]['cold_bytes'] / 1e6:.0f} MB", flush=True)
+                cold_epochs(s3, a, data, wl, dirs, r)
             for s in sides:
                 for key in ("plain_sps", "loader_sps", "loader256_sps", "first", "rss", "anon", "resume",
-                            "loader_tree_rss", "loader256_tree_rss"):
+                            "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s", "one_shard_s"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             for s in sides:
                 r[s]["tree_floor"] = floors.get(s)
@@ -210,6 +204,32 @@ def main() -> None:
             s3["stop"]()
     save(a.out, results)
     print(table(results))
+
+
+def cold_epochs(s3: dict, a, data: Path, wl: str, dirs: dict, r: dict) -> None:
+    """Each side's copy uploaded, then `reps` epochs into an empty cache, interleaved across sides
+    (and, across a WAN link, one timed GET of a shard of that copy after each)."""
+    for s in dirs:
+        forget_decompressed(dirs[s])
+        with s3.get("unthrottled", contextlib.nullcontext)():
+            upload(s3, dirs[s], f"{wl}-{a.samples}/{s}")
+    for _rep in range(a.reps):
+        for s in dirs:
+            prefix = f"{wl}-{a.samples}/{s}"
+            cache = data / "cold-cache" / wl / s
+            shutil.rmtree(cache, ignore_errors=True)
+            res = run(s, "epoch", f"s3://{s3['bucket']}/{prefix}", "plain", str(cache), env=s3["env"])
+            if not res:
+                continue
+            r[s].setdefault("cold_sps_all", []).append(res["samples"] / res["seconds"])
+            r[s].setdefault("cold_first_s_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
+            r[s]["cold_bytes"] = du_bytes(cache)
+            r[s]["store_bytes"] = du_bytes(dirs[s])
+            if "one_shard_s" in s3:
+                r[s].setdefault("one_shard_s_all", []).append(s3["one_shard_s"](prefix))
+            shutil.rmtree(cache, ignore_errors=True)
+            print(f"[{wl}] {s} cold {r[s]['cold_sps_all'][-1]:.0f}/s, first sample {r[s]['cold_first_s_all'][-1]:.2f} s, "
+                  f"{r[s]['cold_bytes'] / 1e6:.0f} MB", flush=True)
 
 
 def save(out: str, results: dict) -> None:
@@ -255,11 +275,14 @@ def upload(s3: dict, folder: Path, prefix: str) -> None:
 def table(results: dict) -> str:
     sides = results["sides"]
     peers = [s for s in sides if s != "foundry"]
+    rtt = (results.get("wan") or {}).get("rtt_ms")
+    at = f" at {rtt:g} ms RTT" if rtt else ""
     rows = [("write samples/s", "write_sps", True), ("epoch from cache, plain, samples/s", "plain_sps", True),
             ("epoch from cache, DataLoader(batch 32, 2 workers), samples/s", "loader_sps", True),
             ("epoch from cache, DataLoader(batch 256, 2 workers), samples/s", "loader256_sps", True),
-            ("cold epoch from SeaweedFS, samples/s", "cold_sps", True),
-            ("fresh process -> first sample (local), s", "first", False), ("time to first sample (cold), s", "cold_first_s", False),
+            (f"cold epoch{at}, samples/s" if at else "cold epoch from SeaweedFS, samples/s", "cold_sps", True),
+            ("fresh process -> first sample (local), s", "first", False), (f"time to first sample{at}, s" if at else "time to first sample (cold), s", "cold_first_s", False),
+            (f"one shard's download{at}, s", "one_shard_s", None),
             ("resume at 75% -> first sample, s", "resume", False), ("peak RSS incl. mapped shard pages (plain epoch), MB", "rss", False),
             ("peak anonymous memory (plain epoch), MB", "anon", False),
             ("peak RSS of the process tree, DataLoader batch 32, MB", "loader_tree_rss", False),
@@ -280,7 +303,7 @@ def table(results: dict) -> str:
             f = r["foundry"].get(key) if "foundry" in r else None
             for p in peers:
                 v = r[p].get(key)
-                if f is None or v is None or f == 0 or v == 0:
+                if f is None or v is None or f == 0 or v == 0 or higher is None:
                     ratios.append("-")
                 else:
                     ratios.append(f"{(f / v if higher else v / f):.2f}x")
