@@ -66,7 +66,7 @@ class WanLink:
         signal.signal(signal.SIGTERM, _exit_on_signal)  # SIGTERM/SIGHUP unwind through `finally` too
         signal.signal(signal.SIGHUP, _exit_on_signal)
         wire = self.workdir / "linkwire"
-        sh("cc", "-O2", "-o", str(wire), str(HERE / "linkwire.c"))
+        sh("cc", "-O2", "-o", str(wire), str(HERE.parents[1] / "scripts" / "infra" / "multinode" / "linkwire.c"))
         sh("ip", "netns", "add", self.ns)
         self._undo.append(lambda: sh("ip", "netns", "del", self.ns, check=False))
         sh("ip", "tuntap", "add", "dev", self.host_tap, "mode", "tap")
