@@ -17,6 +17,7 @@ from torch.utils.data import IterableDataset
 from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
+from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .iterator import EpochPlan, iterate
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
                    locate, make_layout, rank_ids, rank_length, stream_choose, worker_ids)

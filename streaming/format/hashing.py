@@ -7,6 +7,8 @@ import mmap
 import os
 from typing import Any, Callable
 
+import xxhash  # with the module, not on the first shard check (~1 ms of a fresh process's first sample)
+
 from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError, DataError
 
@@ -16,8 +18,6 @@ XXHASH_ALGOS = ("xxh32", "xxh64", "xxh3_64", "xxh3_128", "xxh128")
 
 def _constructor(algo: str) -> Callable[[], Any]:
     if algo in XXHASH_ALGOS:
-        import xxhash
-
         return getattr(xxhash, algo)
     if algo in hashlib.algorithms_available and hasattr(hashlib, algo) and not algo.startswith("shake_"):
         return getattr(hashlib, algo)
