@@ -134,6 +134,10 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         if self.num_workers > 0:
             check_socket_dir()
+        starts_workers = self.num_workers > 0 and (not self.persistent_workers or self._iterator is None)
+        if starts_workers and hasattr(self.dataset, "planned_for_workers"):
+            with self.dataset.planned_for_workers(self.num_workers):  # the epoch's plan, built once for all workers
+                return self._counted(super().__iter__())
         return self._counted(super().__iter__())
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
