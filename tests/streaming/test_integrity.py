@@ -11,7 +11,7 @@ import pytest
 from foundry.app.cli.main import main
 from foundry.plugins.errors import DataError
 from foundry.streaming import MDSWriter, StreamingDataset
-from foundry.streaming.format import load_index
+from foundry.streaming.format import hashing, load_index
 
 N = 200
 
@@ -75,6 +75,13 @@ def test_a_checked_file_is_checked_again_once_rewritten(tmp_path):
     os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     with pytest.raises(DataError, match="corrupt"):
         StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)[0]
+
+
+def test_a_checked_file_is_not_hashed_again_while_unchanged(tmp_path, monkeypatch):
+    _write(tmp_path / "ds")
+    assert len(list(StreamingDataset(local=str(tmp_path / "ds"), batch_size=4))) == N  # checks and stamps
+    monkeypatch.setattr(hashing, "hash_file", lambda *a, **k: pytest.fail("an unchanged, checked shard was hashed"))
+    assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)] == list(range(N))
 
 
 def test_dataset_verify_names_the_flipped_shard(tmp_path, capsys):
