@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -17,6 +19,7 @@ from torch.utils.data import IterableDataset
 from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
+from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .iterator import EpochPlan, iterate
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
                    locate, make_layout, rank_ids, rank_length, stream_choose, worker_ids)
@@ -199,6 +202,25 @@ class StreamingDataset(IterableDataset):
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
                                plan.window)
         return iterate(plan, shards)
+
+    @contextmanager
+    def planned_for_workers(self, num_workers: int) -> Iterator[None]:
+        """While a DataLoader starts its `num_workers` workers: the epoch they are about to begin
+        is planned once, here, and every worker (forked, or pickled with the dataset) finds it
+        instead of building the whole world's plan again. Anything unexpected (another epoch, a
+        plan that fails) is left to the workers, which plan and report as before."""
+        saved = self._work_cache
+        try:
+            topo = replace(Topology.detect(), worker_id=0, num_workers=num_workers)
+            if self._initial_physical_nodes is None:
+                self._initial_physical_nodes = topo.num_nodes
+            self._epoch_work(topo, *self._counter.peek(0, num_workers))
+        except Exception:  # noqa: BLE001 - the workers meet it again and raise it where they always did
+            pass
+        try:
+            yield
+        finally:
+            self._work_cache = saved  # this process does not iterate that plan: do not keep it
 
     def _epoch_plan(self, topo: Topology, epoch: int, start: int) -> EpochPlan:
         """What this rank's worker reads this epoch, from global sample `start` on: all the hot loop sees."""

@@ -7,9 +7,12 @@ and `load_state_dict()` makes the next iteration continue right after them.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import signal
 import sys
 import warnings
+import weakref
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -118,6 +121,28 @@ class _IgnorePauseSignals:
             self.inner(worker_id)
 
 
+# DataLoader iterators whose workers may still be running (see _stop_workers_at_exit).
+_LIVE_WORKERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _stop_workers_at_exit() -> None:
+    """At exit, multiprocessing stops daemonic children with SIGTERM and joins them without a
+    timeout; our workers ignore SIGTERM, so live ones (persistent workers, a loop left early) would
+    hang the exit forever. Registered after torch's and multiprocessing's exit hooks, this runs
+    first, while the DataLoader's own shutdown (done event, join) still works."""
+    for batches in list(_LIVE_WORKERS):
+        try:
+            batches._shutdown_workers()  # what the iterator's __del__ does
+        except Exception:  # noqa: BLE001 - exiting anyway: kill what is left below
+            pass
+        for worker in getattr(batches, "_workers", ()):
+            if worker.is_alive():
+                worker.kill()
+
+
+atexit.register(_stop_workers_at_exit)
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
@@ -134,7 +159,14 @@ class StreamingDataLoader(DataLoader):
         self.num_samples_yielded = 0
         if self.num_workers > 0:
             check_socket_dir()
-        return self._counted(super().__iter__())
+        starts_workers = self.num_workers > 0 and (not self.persistent_workers or self._iterator is None)
+        planned = starts_workers and hasattr(self.dataset, "planned_for_workers")
+        # the epoch's plan, built once here for all the workers started now
+        with self.dataset.planned_for_workers(self.num_workers) if planned else contextlib.nullcontext():
+            batches = super().__iter__()
+        if self.num_workers > 0:
+            _LIVE_WORKERS.add(batches)
+        return self._counted(batches)
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

@@ -51,18 +51,22 @@ class EpochCounter:
     def _slot(self, worker: int, num_workers: int) -> int:
         return _HEADER + _SLOT * self._group(num_workers)[worker]
 
+    def peek(self, worker: int, num_workers: int) -> tuple[int, int]:
+        """What `begin` would return now, changing nothing (a loader plans its workers' epoch ahead)."""
+        a, base = self._a, self._slot(worker, num_workers)
+        if a[base + 1] != a[0]:  # a resume point this slot has not consumed yet
+            return int(a[1]), int(a[2])
+        group = self._group(num_workers)
+        nexts = a[_HEADER::_SLOT]
+        others = np.concatenate([nexts[: group.start], nexts[group.stop:]])
+        return max(int(a[base]), int(others.max()) if len(others) else 0), 0
+
     def begin(self, worker: int, num_workers: int) -> tuple[int, int]:
         """Start an iteration in this worker's slot: returns (epoch, first global sample)."""
+        epoch, start = self.peek(worker, num_workers)
         a, base = self._a, self._slot(worker, num_workers)
         a[3] = num_workers
-        if a[base + 1] != a[0]:
-            epoch, start = int(a[1]), int(a[2])
-            a[base + 1] = a[0]
-        else:
-            group = self._group(num_workers)
-            nexts = a[_HEADER::_SLOT]
-            others = np.concatenate([nexts[: group.start], nexts[group.stop:]])
-            epoch, start = max(int(a[base]), int(others.max()) if len(others) else 0), 0
+        a[base + 1] = a[0]
         a[base], a[base + 2], a[base + 3] = epoch + 1, start, epoch
         return epoch, start
 

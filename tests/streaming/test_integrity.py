@@ -3,15 +3,18 @@ wherever a shard enters the loader (downloaded, or already on disk) and `dataset
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
+import threading
 
 import pytest
 
 from foundry.app.cli.main import main
 from foundry.plugins.errors import DataError
 from foundry.streaming import MDSWriter, StreamingDataset
-from foundry.streaming.format import load_index
+from foundry.streaming.format import hashing, load_index
 
 N = 200
 
@@ -75,6 +78,44 @@ def test_a_checked_file_is_checked_again_once_rewritten(tmp_path):
     os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     with pytest.raises(DataError, match="corrupt"):
         StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)[0]
+
+
+def test_a_checked_file_is_not_hashed_again_while_unchanged(tmp_path, monkeypatch):
+    _write(tmp_path / "ds")
+    assert len(list(StreamingDataset(local=str(tmp_path / "ds"), batch_size=4))) == N  # checks and stamps
+    monkeypatch.setattr(hashing, "hash_open_file", lambda *a, **k: pytest.fail("an unchanged, checked shard was hashed"))
+    assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)] == list(range(N))
+
+
+def test_a_check_waits_for_the_one_in_progress_and_takes_its_stamp(tmp_path, monkeypatch):
+    """The processes of a node that need a shard at once hash it once (a flock on the shard)."""
+    info = _write(tmp_path / "ds")[0]
+    path, stamps = tmp_path / "ds" / info.raw_basename, tmp_path / "stamps"
+
+    def check(folder):
+        hashing.check_shard_file(path, info.raw_hashes, shard=info.raw_basename, dataset="ds", stamps=folder)
+
+    check(tmp_path / "elsewhere")  # the stamp the other process will leave
+    looked, errors = threading.Event(), []
+    real_stamped = hashing._stamped
+    monkeypatch.setattr(hashing, "_stamped", lambda *a: (real_stamped(*a), looked.set())[0])
+
+    def waiter():
+        try:
+            check(stamps)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    with open(path, "rb") as other:  # another process is hashing the shard
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        assert looked.wait(30)  # no stamp yet: it waits for the lock
+        monkeypatch.setattr(hashing, "hash_open_file", lambda *a, **k: pytest.fail("hashed a second time"))
+        stamps.mkdir()
+        shutil.copy(tmp_path / "elsewhere" / (info.raw_basename + ".ok"), stamps)
+    thread.join(30)
+    assert not thread.is_alive() and errors == []
 
 
 def test_dataset_verify_names_the_flipped_shard(tmp_path, capsys):
