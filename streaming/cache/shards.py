@@ -173,7 +173,7 @@ class ShardCache:
         path = self.raw_path(i)
         if i in self._ready:
             try:
-                if touch:
+                if touch and self.remote is not None:  # recency for eviction; never the user's own files
                     os.utime(path)
                 return path
             except FileNotFoundError:

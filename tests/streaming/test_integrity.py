@@ -136,3 +136,19 @@ def test_dataset_inspect_refuses_to_preview_a_corrupt_shard(tmp_path, capsys):
         main(["dataset", "inspect", str(tmp_path / "ds")])
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and f"shard {shards[0].raw_basename} of " in err and "is corrupt" in err
+
+
+def test_reading_a_local_dataset_leaves_its_files_and_stamps_alone(tmp_path, monkeypatch):
+    """Epochs over a local-only dataset never touch the user's shard files (recency is for eviction,
+    and a changed mtime would send the next process to hash every shard again)."""
+    infos = _write(tmp_path / "ds")
+    files = [tmp_path / "ds" / info.raw_basename for info in infos]
+    before = [f.stat().st_mtime_ns for f in files]
+    ds = StreamingDataset(local=str(tmp_path / "ds"), batch_size=1)
+    for _ in range(2):  # the second epoch finds every shard ready in this process
+        assert sorted(s["id"] for s in ds) == list(range(N))
+    assert [f.stat().st_mtime_ns for f in files] == before
+    hashed = []
+    monkeypatch.setattr(hashing, "hash_open_file", lambda f, algos: hashed.append(1) or {})
+    assert sorted(s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=1)) == list(range(N))
+    assert hashed == []  # a new dataset object (a new process) takes every stamp
