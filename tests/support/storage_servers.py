@@ -183,6 +183,8 @@ def start_seaweedfs(data_root: Path, access_key: str = "foundrytestkey",
         f"-admin.port={admin}", f"-admin.port.grpc={adming}",
         "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
         "-s3.port.iceberg=0", "-s3.port.lance=0",
+        # its unix sockets beside its data, not /tmp/seaweedfs-*-PORT.sock left behind
+        f"-s3.localSocket={data_root / 's3.sock'}", f"-filer.localSocket={data_root / 'filer.sock'}",
     ]
     log_path = data_root / "weed.log"
     env = dict(os.environ, GOMEMLIMIT="256MiB")
