@@ -8,6 +8,8 @@ VENV=${VENV:-.venv}
 t0=$(date +%s.%N)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+mkdir "$work/tmp"
+export TMPDIR=$work/tmp   # uv build leaves uv-setuptools-*.lock in the temp folder
 echo "[wheel] building ..." >&2
 if [[ -x "$VENV/bin/uv" ]]; then
   "$VENV/bin/uv" build --wheel --out-dir "$work/dist" . >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }

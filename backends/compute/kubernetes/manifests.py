@@ -61,6 +61,7 @@ def entrypoint(request: JobRequest, cfg: KubernetesConfig, rdzv_host: str, rdzv_
     torchrun = [cfg.python, "-m", "torch.distributed.run", f"--nnodes={request.nodes}",
                 f"--nproc_per_node={request.procs_per_node}", "--rdzv_backend=c10d",
                 f"--rdzv_endpoint={rdzv_host}:{cfg.rdzv_port}", f"--rdzv_id={rdzv_id}", "--max_restarts=0",
+                f"--log-dir={POD_DIR}/torchelastic",  # torchrun's own records beside the pod's, not a temp folder
                 "--no-python", "bash", f"{POD_DIR}/rank.sh"]
     if worker[0].endswith(".py"):
         torchrun.append(cfg.python)

@@ -37,8 +37,11 @@ def _container_command(mode: str, port: int, tmp_path) -> list[str]:
 
 
 def _run(argv, env_extra=None):
+    import tempfile
+
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={"PATH": "/usr/bin:/bin", "RUN_NAME": "k", "RUN_ID": "rid", "RESUMPTION_INDEX": "0"})
+                            env={"PATH": "/usr/bin:/bin", "RUN_NAME": "k", "RUN_ID": "rid", "RESUMPTION_INDEX": "0",
+                                 "TMPDIR": tempfile.gettempdir()})  # the test's own, as a pod has its own /tmp
 
 
 def test_entrypoint_runs_torchrun_and_exits_with_the_workers_code(tmp_path):
