@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
+from . import batch_ring
 from .topology import Topology
 
 
@@ -60,14 +61,19 @@ def _collate_read_only(batch: list) -> Any:
     """
     first = batch[0] if batch else None
     if isinstance(first, dict):
-        out = {}
+        out, stackable = {}, {}
         for key, value in first.items():
             values = [sample[key] for sample in batch]
             if (isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC
                     and all(type(v) is np.ndarray and v.shape == value.shape and v.dtype == value.dtype for v in values)):
-                out[key] = _stack(values)
+                stackable[key] = values
+            out[key] = values
+        in_ring = batch_ring.place(stackable) if stackable and get_worker_info() is not None else None
+        for key, values in out.items():
+            if in_ring is not None and key in in_ring:
+                out[key] = in_ring[key]
             else:
-                out[key] = _collate_read_only(values)
+                out[key] = _stack(values) if key in stackable else _collate_read_only(values)
         return out
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -164,8 +170,9 @@ class StreamingDataLoader(DataLoader):
         # the epoch's plan, built once here for all the workers started now
         with self.dataset.planned_for_workers(self.num_workers) if planned else contextlib.nullcontext():
             batches = super().__iter__()
-        if self.num_workers > 0:
+        if starts_workers:
             _LIVE_WORKERS.add(batches)
+            weakref.finalize(batches, batch_ring.forget_rings, [w.pid for w in batches._workers])
         return self._counted(batches)
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:

@@ -1,0 +1,101 @@
+"""Batches cross from DataLoader workers through each worker's ring of reused shared-memory slots
+(streaming/batch_ring.py): the batch a loop holds is never overwritten, a loop that keeps every batch
+still gets every sample right, and nothing is left behind."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, batch_ring
+
+ROWS = 96
+
+
+@pytest.fixture
+def data(tmp_path):
+    out = tmp_path / "data"
+    with MDSWriter(out=str(out), columns={"x": "ndarray:int32:64", "y": "ndarray:float32:2,3", "s": "str"}) as w:
+        for i in range(ROWS):
+            w.write({"x": np.full(64, i, np.int32), "y": np.full((2, 3), i / 2, np.float32), "s": f"t{i}"})
+    return str(out)
+
+
+def _in_a_ring(tensor: torch.Tensor) -> bool:
+    return any(s.data_ptr() <= tensor.data_ptr() < s.data_ptr() + s.nbytes() for s, _ in batch_ring._RINGS.values())
+
+
+def _check(batch) -> list[int]:
+    ids = batch["x"][:, 0].tolist()
+    assert torch.equal(batch["x"], torch.tensor(ids, dtype=torch.int32)[:, None].expand(-1, 64))
+    assert torch.equal(batch["y"], (torch.tensor(ids, dtype=torch.float32) / 2)[:, None, None].expand(-1, 2, 3))
+    assert batch["s"] == [f"t{i}" for i in ids]
+    return ids
+
+
+def test_batches_come_through_the_ring_and_a_held_batch_is_never_overwritten(data):
+    dataset = StreamingDataset(local=data, shuffle=True, batch_size=4)
+    loop = StreamingDataLoader(dataset, batch_size=4, num_workers=2)
+    seen = []
+    for batch in loop:  # a loop that keeps nothing: every slot comes back, no batch goes the usual way
+        assert _in_a_ring(batch["x"]) and _in_a_ring(batch["y"])
+        seen += _check(batch)
+    assert sorted(seen) == list(range(ROWS))
+
+    seen, held = [], []
+    for k, batch in enumerate(loop):
+        if k in (1, 2, 7):  # keep a view of one column only: its slot must stay out of reuse
+            assert _in_a_ring(batch["x"])
+            held.append((batch["x"][1:3], batch["x"][1:3].clone()))
+        seen += _check(batch)
+    assert sorted(seen) == list(range(ROWS))
+    for view, copy in held:
+        assert torch.equal(view, copy)
+
+
+def test_a_loop_that_keeps_every_batch_gets_every_sample(data):
+    """More batches alive than the rings have slots: the rest go the usual way, nothing waits."""
+    loader = StreamingDataLoader(StreamingDataset(local=data, batch_size=2), batch_size=2, num_workers=2)
+    batches, ringed = [], 0
+    for batch in loader:
+        batches.append(batch)
+        ringed += _in_a_ring(batch["x"])
+    assert len(batches) == ROWS // 2 > 2 * batch_ring.SLOTS
+    assert sorted(i for b in batches for i in _check(b)) == list(range(ROWS))
+    assert ringed == 2 * batch_ring.SLOTS
+
+
+@pytest.mark.parametrize("context", ["spawn", "fork"])
+def test_persistent_workers_across_epochs_and_start_methods(data, context):
+    shm_before = set(os.listdir("/dev/shm"))
+    dataset = StreamingDataset(local=data, shuffle=True, batch_size=8)
+    loader = StreamingDataLoader(dataset, batch_size=8, num_workers=2, persistent_workers=True,
+                                 multiprocessing_context=context)
+    for _epoch in range(2):
+        assert sorted(i for b in loader for i in _check(b)) == list(range(ROWS))
+    assert batch_ring._RINGS
+    del loader
+    gc.collect()
+    assert not batch_ring._RINGS  # the workers are gone: their segments are unmapped
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_a_batch_bigger_than_the_ring_gets_a_bigger_ring_and_a_huge_one_goes_the_usual_way(monkeypatch):
+    monkeypatch.setattr(batch_ring, "_worker_ring", None)
+    small = batch_ring.place({"a": [np.zeros(8, np.int64)] * 2})
+    first = batch_ring._worker_ring
+    big = batch_ring.place({"a": [np.arange(1000, dtype=np.int64)] * 3})
+    assert small is not None and big is not None and batch_ring._worker_ring is not first
+    assert batch_ring._worker_ring.slot_bytes >= 3 * 8000
+    view = batch_ring._worker_ring.bytes
+    offset = batch_ring._HEADER + big["a"].ref.slot * batch_ring._worker_ring.slot_bytes
+    assert np.array_equal(view[offset: offset + 24000].view(np.int64).reshape(3, 1000), np.tile(np.arange(1000), (3, 1)))
+    monkeypatch.setattr(batch_ring, "MAX_RING_BYTES", 1 << 20)
+    assert batch_ring.place({"a": [np.zeros(1 << 18, np.uint8)] * 2}) is None
+    for _ in range(batch_ring.SLOTS - 1):  # the slots run out: the caller goes the usual way
+        assert batch_ring.place({"a": [np.zeros(8, np.int64)] * 2}) is not None
+    assert batch_ring.place({"a": [np.zeros(8, np.int64)] * 2}) is None
