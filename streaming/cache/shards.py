@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from foundry.plugins.errors import BucketNotFoundError, DataError, FoundryError, ObjectNotFoundError, StorageError
 from foundry.plugins.retry import RetryPolicy, call_with_retries
-from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, verify_file
+from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, stamp_as_checked, verify_file
 
 from . import decompress_slot
 from .timed_call import call_with_timeout
@@ -336,6 +336,9 @@ class ShardCache:
             if f.raw_bytes is not None and size != f.raw_bytes:
                 raise DataError(f"shard {f.zip_basename} of {self.name} decompresses to {size} bytes, "
                                 f"index.json says {f.raw_bytes}", hint="rewrite or restore that shard")
+            # made from a checked compressed file: the node's other processes need not hash it again
+            stamp_as_checked(tmp, f.raw_hashes or {}, shard=f.raw_basename, requested=self.validate_hash,
+                             stamps=self.state_dir / "verified")
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)

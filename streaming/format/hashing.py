@@ -127,6 +127,22 @@ def check_shard_file(path: str | os.PathLike, hashes: dict[str, str], *, shard: 
                     pass  # a read-only dataset folder: every process checks, nothing is remembered
 
 
+def stamp_as_checked(path: str | os.PathLike, hashes: dict[str, str], *, shard: str,
+                     requested: str | bool | None = None, stamps: str | os.PathLike) -> None:
+    """Remember `path` as matching its recorded hash without hashing it, for a file made from a
+    checked source (a shard decompressed from a compressed file whose hash and size matched). The
+    node's other processes then take it as `check_shard_file` would after hashing it."""
+    algo = pick_hash(hashes, requested)
+    if algo is None:
+        return
+    st = os.stat(path)
+    try:
+        atomic_write(os.path.join(stamps, shard.replace("/", "__") + ".ok"),
+                     f"{algo}:{hashes[algo]}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    except OSError:
+        pass  # a read-only dataset folder: every process checks, nothing is remembered
+
+
 def _stamped(stamp_path: str | None, stamp: str) -> bool:
     if stamp_path is None:
         return False

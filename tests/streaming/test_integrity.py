@@ -87,6 +87,25 @@ def test_a_checked_file_is_not_hashed_again_while_unchanged(tmp_path, monkeypatc
     assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)] == list(range(N))
 
 
+def test_a_shard_decompressed_from_a_checked_file_is_not_hashed_again_by_the_others(tmp_path, monkeypatch):
+    """The process that decompresses a checked .zstd stamps the result: the node's other processes
+    (DataLoader workers, ranks) take the shard as checked instead of hashing it side by side; a file
+    changed after that is checked again."""
+    infos = _write(tmp_path / "ds", "zstd")
+    assert sorted(s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)) == list(range(N))
+    hashed = []
+    real = hashing.hash_open_file
+    monkeypatch.setattr(hashing, "hash_open_file", lambda f, algos: hashed.append(1) or real(f, algos))
+    assert sorted(s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=4)) == list(range(N))
+    assert hashed == []
+    raw = tmp_path / "ds" / infos[0].raw_basename
+    _flip_last_byte(raw)
+    st = raw.stat()  # a later write (mtimes tick by the jiffy: a write this soon could keep the old one)
+    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(DataError, match="corrupt"):
+        list(StreamingDataset(local=str(tmp_path / "ds"), batch_size=4))
+
+
 def test_a_check_waits_for_the_one_in_progress_and_takes_its_stamp(tmp_path, monkeypatch):
     """The processes of a node that need a shard at once hash it once (a flock on the shard)."""
     info = _write(tmp_path / "ds")[0]
