@@ -111,6 +111,28 @@ def own_temp_folder() -> None:
     atexit.register(shutil.rmtree, folder, True)
 
 
+def even_library_pages(sides: list[str]) -> None:
+    """Evict each side's native libraries from the page cache, so every venv maps them the same way.
+
+    A mapped file's pages count in RSS by the folio, and a file written in large chunks (uv links a
+    freshly unpacked wheel into the venv) sits in the page cache in large folios: touching one
+    instruction maps a whole folio. Foundry's venv, made by uv minutes before, mapped 93 MB of
+    libtorch_cpu.so where the pip-made litdata venv mapped 48 MB for the same imports (45 MB per
+    process, ~130 MB for a DataLoader's tree). Evicted, both fault their pages back in through the
+    same readahead (drop_caches showed 48 MB for both)."""
+    for s in sides:
+        python = Path(side_cmd(s)[0])
+        for lib in python.parent.parent.glob("lib/python3*/site-packages/**/*.so*"):
+            try:
+                fd = os.open(lib, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=100_000)
@@ -130,6 +152,7 @@ def main() -> None:
     data = Path(a.data)
     results: dict = {"samples": a.samples, "reps": a.reps, "sides": sides, "workloads": {}}
     floors = {}
+    even_library_pages(sides)
     for s in sides:  # each venv's own process-tree floor (bench_common.rss_floor)
         res = run(s, "rss_floor")
         if res:
