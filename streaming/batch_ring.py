@@ -20,6 +20,7 @@ transition it owns, and the main process clears a byte only after its last read 
 
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 
 import numpy as np
@@ -119,6 +120,11 @@ def forget_rings(worker_pids: list[int]) -> None:
 _worker_ring: _Ring | None = None  # this worker's ring (one per worker process)
 
 
+def _drop_worker_ring() -> None:
+    global _worker_ring
+    _worker_ring = None
+
+
 def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None:
     """In a DataLoader worker: stack each column of equal-shape arrays into one free slot of this
     worker's ring. None when the batch is too big for a ring or no slot is free (the caller hands
@@ -136,6 +142,10 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
         slot_bytes = -(-max(size, 2 * ring.slot_bytes if ring else 0) // 4096) * 4096
         if size == 0 or _HEADER + SLOTS * slot_bytes > MAX_RING_BYTES:
             return None
+        if _worker_ring is None or _worker_ring.key[0] != os.getpid():
+            # multiprocessing runs this as the worker exits: under the file_system sharing strategy
+            # a segment is a file in /dev/shm, removed once no process holds it
+            multiprocessing.util.Finalize(None, _drop_worker_ring, exitpriority=0)
         ring = _worker_ring = _Ring(slot_bytes)
     slot = ring.take()
     if slot is None:

@@ -99,3 +99,25 @@ def test_a_batch_bigger_than_the_ring_gets_a_bigger_ring_and_a_huge_one_goes_the
     for _ in range(batch_ring.SLOTS - 1):  # the slots run out: the caller goes the usual way
         assert batch_ring.place({"a": [np.zeros(8, np.int64)] * 2}) is not None
     assert batch_ring.place({"a": [np.zeros(8, np.int64)] * 2}) is None
+
+
+def test_epochs_leave_nothing_in_dev_shm_under_the_file_system_sharing_strategy(data):
+    """There a segment is a file in /dev/shm, removed once no process holds it: each worker lets go
+    of its ring as it exits, and the main process when the loader's workers are gone."""
+    import torch.multiprocessing as tmp
+
+    before_strategy = tmp.get_sharing_strategy()
+    tmp.set_sharing_strategy("file_system")
+    try:
+        shm_before = set(os.listdir("/dev/shm"))
+        loader = StreamingDataLoader(StreamingDataset(local=data, batch_size=4), batch_size=4, num_workers=2)
+        for _epoch in range(3):
+            ringed = 0
+            for batch in loader:
+                ringed += _in_a_ring(batch["x"])
+            assert ringed == ROWS // 4
+            del batch
+            gc.collect()
+            assert set(os.listdir("/dev/shm")) <= shm_before
+    finally:
+        tmp.set_sharing_strategy(before_strategy)
