@@ -20,6 +20,7 @@ from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, ch
 
 from . import gcs_errors
 from .remote import RemoteStore
+from .request_gate import RequestGate
 from .sdk_check import require_sdk
 from .transfer import (
     TransferConfig,
@@ -76,6 +77,7 @@ class GCSStore(RemoteStore):
         self.timeout = float(options.get("timeout", 60.0))
         self.policy = retry_policy_from(options)
         self.transfer = TransferConfig.from_options(options)
+        self.download_gate = RequestGate(self.transfer.concurrency)
         self._bucket = None
 
     @classmethod
@@ -114,7 +116,7 @@ class GCSStore(RemoteStore):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get(self, key: str) -> bytes:
+    def _get_whole(self, key: str) -> bytes:
         return self._call(key, lambda: self._blob(key).download_as_bytes(retry=None, timeout=self.timeout))
 
     def get_range(self, key: str, start: int, end: int) -> bytes:

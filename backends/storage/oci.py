@@ -18,6 +18,7 @@ from foundry.plugins.storage import ObjectInfo, ProgressCallback, StorageURL, ch
 
 from . import oci_errors
 from .remote import RemoteStore, TruncatedRead
+from .request_gate import RequestGate
 from .sdk_check import require_sdk
 from .transfer import TransferConfig, parallel_upload_parts, retry_policy_from
 
@@ -56,6 +57,7 @@ class OCIStore(RemoteStore):
         self.timeout = (float(self.options.get("connect_timeout", 10.0)), float(self.options.get("read_timeout", 60.0)))
         self.policy = retry_policy_from(self.options)
         self.transfer = TransferConfig.from_options(self.options)
+        self.download_gate = RequestGate(self.transfer.concurrency)
         self._client = None
 
     @classmethod
@@ -116,7 +118,7 @@ class OCIStore(RemoteStore):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get(self, key: str) -> bytes:
+    def _get_whole(self, key: str) -> bytes:
         full = self._key(key)
         return self._call(key, lambda: self._read(self.client.get_object(self.namespace, self.bucket, full)))
 

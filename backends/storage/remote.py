@@ -10,6 +10,7 @@ from foundry.plugins.storage import (
     BaseObjectStore, Listing, ObjectInfo, ProgressCallback, check_key, folder_prefix, join_key,
 )
 
+from .request_gate import RequestGate
 from .transfer import TransferConfig, parallel_download
 
 
@@ -20,6 +21,7 @@ class TruncatedRead(Exception):
 class RemoteStore(BaseObjectStore):
     prefix: str
     transfer: TransferConfig
+    download_gate: RequestGate  # set in __init__: at most `transfer.concurrency` downloads in flight
 
     def _list_prefix(self, prefix: str) -> tuple[str, int]:
         """The bucket-level prefix to list for `prefix`, and how many leading characters of each
@@ -60,7 +62,17 @@ class RemoteStore(BaseObjectStore):
         bucket-level names; the caller makes them store-relative."""
         raise NotImplementedError
 
+    def get(self, key: str) -> bytes:
+        with self.download_gate.turn() as ticket, self.download_gate.slot(ticket):
+            return self._get_whole(key)
+
+    def _get_whole(self, key: str) -> bytes:
+        """The whole object in one request, retried (`get` holds a slot of the download gate)."""
+        raise NotImplementedError
+
     def get_file(self, key: str, path: str | os.PathLike, progress: ProgressCallback | None = None) -> None:
-        info = self.head(key)
-        parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e, info.etag),
-                          self.transfer, progress)
+        # through the gate, in line in the order files are asked for (request_gate.py)
+        with self.download_gate.turn() as ticket:
+            info = self.head(key)
+            parallel_download(path, info.size, lambda s, e: self._range_exact(key, s, e, info.etag),
+                              self.transfer, progress, gate=self.download_gate, ticket=ticket)

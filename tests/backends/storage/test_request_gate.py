@@ -1,5 +1,5 @@
-"""RequestGate: a bounded number of requests in flight, served by (file ticket, offset); and S3
-downloads through it (never more than `concurrency` requests, the first-asked file first)."""
+"""RequestGate: a bounded number of requests in flight, served by (file ticket, offset); and S3 and
+GCS downloads through it (never more than `concurrency` requests, the first-asked file first)."""
 
 from __future__ import annotations
 
