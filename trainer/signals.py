@@ -47,20 +47,29 @@ class PauseRequest:
 
     def _exit_completed(self, signum, frame) -> None:
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} after training completed: exiting 0\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(0)
+        _exit_now(0)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
             sys.stderr.write(f"foundry: second {signal.Signals(signum).name}: exiting now, no checkpoint\n")
-            sys.stderr.flush()
-            os._exit(128 + signum)
+            _exit_now(128 + signum)
         self.requested = True
         self.signum = signum
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} received: pausing after this step "
                          "(checkpoint, then exit; send again to exit at once)\n")
         sys.stderr.flush()
+
+
+def _exit_now(code: int) -> None:
+    """os._exit skips atexit: write what must outlive the process first. The transfer record
+    (plugins/transfers.py) is rewritten at most once a second, so the final checkpoint's bytes would
+    be missing from the run's egress."""
+    from foundry.plugins.transfers import METER
+
+    METER.flush()
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)
 
 
 _early: PauseRequest | None = None
