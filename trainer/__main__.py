@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
+    from .signals import install_early
+
+    install_early()  # before torch and the user's model and data: a stop while they load pauses the run
     import yaml
 
     text = os.environ.get("FOUNDRY_PARAMETERS")

@@ -1,6 +1,11 @@
 """Graceful pause: the first SIGTERM/SIGINT asks the loop to stop after the current step; a
 second one exits at once (exit status 128 + signal number), without a checkpoint. After training has
 completed (`settle`), a stop has nothing left to pause: the process exits 0 instead of dying of it.
+
+A stop can land before the Trainer exists (the job still imports torch, builds its model and data,
+meets the other ranks): an entry point calls `install_early()` first, and the Trainer it builds takes
+that request over (`take_early()`), so the run pauses after its first step instead of dying of the
+signal with nothing to resume from.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ class PauseRequest:
         self._previous: dict[int, object] = {}
 
     def install(self) -> "PauseRequest":
-        if threading.current_thread() is not threading.main_thread():
-            return self  # signal handlers can only be installed from the main thread
+        if threading.current_thread() is not threading.main_thread() or self._previous:
+            return self  # handlers only from the main thread; once (or the previous would be our own)
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -42,20 +47,47 @@ class PauseRequest:
 
     def _exit_completed(self, signum, frame) -> None:
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} after training completed: exiting 0\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(0)
+        _exit_now(0)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
             sys.stderr.write(f"foundry: second {signal.Signals(signum).name}: exiting now, no checkpoint\n")
-            sys.stderr.flush()
-            os._exit(128 + signum)
+            _exit_now(128 + signum)
         self.requested = True
         self.signum = signum
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} received: pausing after this step "
                          "(checkpoint, then exit; send again to exit at once)\n")
         sys.stderr.flush()
+
+
+def _exit_now(code: int) -> None:
+    """os._exit skips atexit: write what must outlive the process first. The transfer record
+    (plugins/transfers.py) is rewritten at most once a second, so the final checkpoint's bytes would
+    be missing from the run's egress."""
+    from foundry.plugins.transfers import METER
+
+    METER.flush()
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)
+
+
+_early: PauseRequest | None = None
+
+
+def install_early() -> PauseRequest:
+    """Listen for a pause from now on (an entry point's first call); the next Trainer takes it over."""
+    global _early
+    if _early is None:
+        _early = PauseRequest().install()
+    return _early
+
+
+def take_early() -> PauseRequest:
+    """The request `install_early` installed (once), or a new one to install in `fit`."""
+    global _early
+    request, _early = _early or PauseRequest(), None
+    return request
 
 
 class IgnorePauseSignals:

@@ -39,7 +39,7 @@ from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
 from .precision import autocast, check_precision, describe_precision, make_grad_scaler
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
-from .signals import PauseRequest, protect_workers
+from .signals import protect_workers, take_early
 from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
 from .time import TimeUnit, Timestamp, crossed
 
@@ -85,7 +85,7 @@ class Trainer:
         self.resolved_config: dict[str, Any] = {}
         self.callbacks = CallbackList(callbacks or [])
         self.checkpoints = CheckpointSession(self.cfg, self.env, self.run_dir)
-        self.pause = PauseRequest()
+        self.pause = take_early()  # a stop since the entry point started is not lost
         self.exit_on_pause = exit_on_pause
         self.paused = False
         self.last_loss: float | None = None

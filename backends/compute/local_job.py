@@ -10,6 +10,8 @@ JOB_DIR/exit.json {exit_code, state, reason} from the ranks' exit codes:
   - every rank exited 0                                            -> completed
   - ranks exited 75 (PAUSED_EXIT_CODE), others 0/75/SIGTERM        -> paused
   - ranks ended by SIGTERM nobody asked for                        -> lost
+  - a graceful stop before any rank's command started (during the setup steps, or while torchrun
+    starts)                                                        -> paused, with nothing to restore
 SIGTERM to this process group (a graceful stop) reaches torchrun, which forwards it to the ranks.
 """
 
@@ -77,6 +79,8 @@ def main(job_dir: Path) -> int:
     for line in job.get("setup_commands", []):
         print(f"[setup] {line}", flush=True)
         rc = subprocess.call(["bash", "-c", line], stdin=subprocess.DEVNULL)
+        if rc != 0 and stop_flag.exists():
+            return _paused_before_start(job_dir)
         if rc != 0:
             atomic_write(job_dir / "exit.json", json.dumps(
                 {"state": "failed", "exit_code": rc, "reason": f"setup step failed ({rc}): {line}"}))
@@ -95,6 +99,8 @@ def main(job_dir: Path) -> int:
                "--no-python", *rank_wrapper]
         print(f"[launcher] {time.strftime('%H:%M:%S')} starting torchrun", flush=True)
     rc = subprocess.call(cmd, stdin=subprocess.DEVNULL, env=env)
+    if stop_flag.exists() and not any((job_dir / "ranks").glob("rank-*.pid")):
+        return _paused_before_start(job_dir)  # local_rank writes the pid once the command has started
     codes: dict[int, int | None] = {}
     for rank in range(nprocs):
         path = job_dir / "ranks" / f"rank-{rank}.exit"
@@ -107,6 +113,17 @@ def main(job_dir: Path) -> int:
     atomic_write(job_dir / "exit.json", json.dumps({"state": state, "exit_code": code, "reason": reason,
                                                     "ranks": codes}))
     print(f"[launcher] {time.strftime('%H:%M:%S')} job {state}: {reason}", flush=True)
+    return 0
+
+
+def _paused_before_start(job_dir: Path) -> int:
+    """A graceful stop before any rank's command started: nothing ran, so nothing is lost. The run
+    is paused, not failed: resuming it starts it again (from its last checkpoint, if it has one)."""
+    shutil.rmtree(job_dir / "secrets", ignore_errors=True)
+    reason = "stopped before the ranks started: nothing to restore"
+    atomic_write(job_dir / "exit.json", json.dumps({"state": "paused", "exit_code": PAUSED_EXIT_CODE,
+                                                    "reason": reason, "ranks": {}}))
+    print(f"[launcher] {time.strftime('%H:%M:%S')} job paused: {reason}", flush=True)
     return 0
 
 

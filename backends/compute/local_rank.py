@@ -38,11 +38,17 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     ranks = job_dir / "ranks"
     ranks.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
-    atomic_write(ranks / f"rank-{rank}.pid", f"{child.pid} {create_time(child.pid)}")  # pid + start: pids are reused
+    # Forwarding is in place before the command starts: a stop that lands while it starts (torchrun
+    # signals this wrapper as soon as it exists) would otherwise kill this wrapper, the command with
+    # it (PDEATHSIG), and leave no exit record. A signal that comes before the command is sent to it
+    # once it has started.
+    child: subprocess.Popen | None = None
+    early: list[int] = []
 
     def forward(signum, _frame):
+        if child is None:
+            early.append(signum)
+            return
         try:
             child.send_signal(signum)
         except ProcessLookupError:
@@ -50,6 +56,11 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
+    while early:
+        forward(early.pop(0), None)
+    atomic_write(ranks / f"rank-{rank}.pid", f"{child.pid} {create_time(child.pid)}")  # pid + start: pids are reused
     prefix = f"[rank {rank}] ".encode()
     with open(ranks / f"rank-{rank}.log", "ab", buffering=0) as log:
         assert child.stdout is not None

@@ -1,7 +1,7 @@
 """Eviction under a byte limit, across every stream of a dataset.
 
-The order comes from the node's use schedule for the epoch (`schedule.py`: farthest next use
-first), or is least recently used without one. Only shards that can be downloaded again (their stream has a remote that is not the local folder)
+The order comes from the node's use schedule for the epoch (`schedule.py`: shards not in flight
+first, then farthest next use first), or is least recently used without one. Only shards that can be downloaded again (their stream has a remote that is not the local folder)
 are deleted; data that exists only locally is never touched. "Used" is the raw file's mtime, which
 `ShardCache.ensure` refreshes whenever a reader opens the shard. Evicting a shard that another
 process has mapped is safe on POSIX (its mapping stays valid); it is downloaded again if needed.
@@ -60,8 +60,9 @@ class Evictor:
 
         `protect`: shards never to delete, or a function returning them and the node's tick, called
         under the lock so that a caller that waited for it decides on the present. With the node's
-        `schedule`, the shards used farthest in the future (or never again this epoch) go first;
-        without one, the least recently used. Evicting a shard the epoch still
+        `schedule`, the shards no reader can be holding for a later use go first (done with, or not
+        fetched yet this epoch), each group farthest next use first; without one, the least
+        recently used. Evicting a shard the epoch still
         needs means it is downloaded again: that is warned about once, with the size that avoids it."""
         if self.limit is None or not self.caches:
             return 0
@@ -89,12 +90,12 @@ class Evictor:
                 ids = [g for _, g in candidates]
                 nxt = schedule.next_use(ids, tick).tolist()
                 flying = schedule.in_flight(ids, tick, lookahead).tolist()
-                candidates = [(-n, t, g, f) for n, f, (t, g) in zip(nxt, flying, candidates)]
+                candidates = [(f, -n, t, g) for n, f, (t, g) in zip(nxt, flying, candidates)]
             else:
-                candidates = [(0, t, g, False) for t, g in candidates]
+                candidates = [(False, 0, t, g) for t, g in candidates]
             freed = 0
             refetch = 0
-            for _, _, g, flying in sorted(candidates):
+            for flying, _, _, g in sorted(candidates):
                 if used - freed <= self.limit:
                     break
                 cache, i = self._index[g]

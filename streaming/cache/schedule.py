@@ -3,8 +3,9 @@
 Every rank of a node reads its per-device batches in lockstep, and DataLoader workers take turns
 batch by batch, so the batch index within a rank is a clock shared by every reader on the node.
 `UseSchedule` records, for every shard, the clock ticks at which any reader of the node uses it.
-Evicting the shard whose next use is farthest away (never, for shards the epoch is done with)
-is Belady's optimal order: when the cache holds the shards in flight at any moment, no shard is
+A shard is in flight from the moment a reader may fetch it until the last reader is done with it.
+Evicting shards not in flight first, then the one whose next use is farthest away (Belady's
+order): when the cache holds the shards in flight at any moment (`peak_in_flight`), no shard is
 downloaded twice in an epoch. Pure numpy; no I/O.
 """
 
@@ -66,24 +67,29 @@ class UseSchedule:
         return out
 
     def in_flight(self, shards: Sequence[int], tick: int, lookahead: int = 0) -> np.ndarray:
-        """Whether each shard is between its first use (less `lookahead`) and its last: evicting
-        it means a second download this epoch. A shard not yet started comes once anyway."""
+        """Whether some reader of the node may have fetched each shard and not be done with it:
+        evicting it may mean a second download this epoch. A shard not yet started comes once anyway.
+
+        `tick` is the slowest reader's (`tick()`): this reader is up to `lag` ahead of it and the
+        fastest up to `lag` ahead of this one, fetching `lookahead` beyond its own position."""
         out = np.zeros(len(shards), dtype=bool)
         k = np.searchsorted(self.shards, np.asarray(shards, np.int64))
         for j, (shard, kk) in enumerate(zip(shards, k.tolist())):
             if kk < len(self.shards) and self.shards[kk] == shard:
-                first = int(self.ticks[self.starts[kk]]) - int(lookahead)
+                first = int(self.ticks[self.starts[kk]]) - int(lookahead) - 2 * self.lag
                 last = int(self.ticks[self.starts[kk + 1] - 1])
                 out[j] = first <= tick <= last
         return out
 
     def peak_in_flight(self, sizes: np.ndarray, lookahead: int = 0) -> int:
-        """The most bytes of shards in flight at any one tick (fetched `lookahead` ticks before
-        their first use, kept until their last use): the cache size below which some shard must be
-        downloaded twice. `sizes`: bytes of every shard, by global shard number."""
+        """The most bytes of shards `in_flight` at any one tick, as one reader of the node sees them
+        (it does not know where the others are, only that they are within `lag` of it: so a shard
+        counts from `lag` ticks before its first use less `lookahead` until `lag` ticks after its
+        last): the cache size that downloads each shard once this epoch. `sizes`: bytes of every
+        shard, by global shard number."""
         if not len(self.shards):
             return 0
-        first = self.ticks[self.starts[:-1]] - int(lookahead)
+        first = self.ticks[self.starts[:-1]] - int(lookahead) - self.lag
         last = self.ticks[self.starts[1:] - 1] + self.lag
         size = np.asarray(sizes, np.int64)[self.shards]
         events = np.concatenate([first, last + 1])

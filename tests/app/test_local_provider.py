@@ -75,6 +75,19 @@ def test_graceful_stop_pauses(tmp_path, pausable):
     assert any(line.startswith("paused at step") for line in provider.logs(handle, rank=0))
 
 
+def test_graceful_stop_before_the_ranks_start_pauses_with_nothing_to_restore(tmp_path, pausable):
+    provider = LocalProvider({})
+    setup = tmp_path / "setup-running"
+    req = request(tmp_path, pausable, procs=2, env={"RESUMPTION_INDEX": "0", "FOUNDRY_RUN_DIR": str(tmp_path)},
+                  extra={"setup_commands": [f"touch {setup} && sleep 120"]})
+    handle = provider.launch(provider.dryrun(req))
+    wait_for(setup.exists)
+    provider.stop(handle, graceful=True)
+    status = wait_for(lambda: (s := provider.status(handle)).state.terminal and s)
+    assert status.state is JobState.PAUSED and status.exit_code == 75, status  # resumable, not failed
+    assert not list(tmp_path.glob("started-*"))  # no rank ran: a resume starts from the beginning
+
+
 def test_secret_files_are_relocated_private(tmp_path):
     provider = LocalProvider({})
     code = "import os; p = os.environ['KUBECONFIG']; print(oct(os.stat(p).st_mode & 0o777), open(p).read())"

@@ -175,6 +175,20 @@ def test_python_m_foundry_trainer_builds_from_parameters(tmp_path):
         build_from_parameters({"model": "nocolon", "train_dataloader": "x:y", "max_duration": "1ba"})
 
 
+def test_a_stop_before_the_trainer_exists_pauses_after_the_first_step(tmp_path):
+    params = {"model": "trainer.toy_job:ToyModel", "train_dataloader": "trainer.toy_job:loader_after_a_stop",
+              "train_dataloader_args": {"rank": 0, "world": 1}, "max_duration": "4ba", "run_name": "early",
+              "run_dir": str(tmp_path), "device": "cpu", "save_folder": str(tmp_path / "ckpt"),
+              "progress_bar": False}
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "FOUNDRY_PARAMETERS": json.dumps(params),
+           "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "foundry.trainer"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 75, proc.stderr  # paused, resumable: not killed by the signal
+    assert "paused at batch 1" in proc.stderr
+
+
 def test_eval_bf16_clipping_deterministic_and_callbacks(tmp_path):
     from foundry.trainer import Callback
 

@@ -3,6 +3,8 @@ down) leaves the run completed: exit 0, not 143."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -33,3 +35,24 @@ def test_sigterm_after_the_last_step_exits_completed(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# The final checkpoint's bytes, counted within a second of the previous record write (so not written
+# yet), then the stop: the process exits at once, its egress record must still hold them.
+ACCOUNTED = textwrap.dedent("""
+    import os, signal
+    from foundry.plugins.transfers import METER
+    from foundry.trainer.signals import PauseRequest
+    PauseRequest().install().settle()
+    METER.add("s3://bucket", "checkpoint", "written", 1000)
+    METER.add("s3://bucket", "checkpoint", "written", 234)
+    os.kill(os.getpid(), signal.SIGTERM)
+""")
+
+
+def test_a_stop_after_the_last_step_keeps_the_run_egress_record_whole(tmp_path):
+    env = {**os.environ, "FOUNDRY_RUN_DIR": str(tmp_path), "RESUMPTION_INDEX": "0"}
+    proc = subprocess.run([sys.executable, "-c", ACCOUNTED], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [record] = (tmp_path / "egress" / "r0").glob("*.json")
+    assert json.loads(record.read_text())["stores"]["s3://bucket"]["checkpoint"]["written"] == 1234

@@ -50,6 +50,12 @@ class ToyLoader:
         self.epoch, self.batch_in_epoch = state["epoch"], state["batch_in_epoch"]
 
 
+def loader_after_a_stop(**kwargs) -> ToyLoader:
+    """A data factory during which the provider's stop (SIGTERM) lands: before the Trainer exists."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    return ToyLoader(**kwargs)
+
+
 class ToyModel(torch.nn.Module):
     def __init__(self, dropout: float = 0.0, width: int = FEATURES, hidden: int = 32):
         super().__init__()
