@@ -6,12 +6,13 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[1])  # the bench folder
-from bench_common import BATCH, collate, emit, epoch_result, main, samples, split_workload  # noqa: E402
+from bench_common import BATCH, collate, emit, epoch_result, main, prepare_samples, samples, split_workload  # noqa: E402
 from litdata import StreamingDataLoader, StreamingDataset  # noqa: E402  (imported before any timer starts)
 from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
 
 def write(workload: str, out: str, n: str) -> None:
+    prepare_samples(workload)
     t0 = time.perf_counter()
     w = BinaryWriter(out, chunk_bytes="64MB", compression=split_workload(workload)[1])
     for i, sample in samples(workload, int(n)):
