@@ -32,13 +32,19 @@ _HEADER = 4096             # the slot bytes, then page-aligned slots
 _ALIGN = 64
 
 
+def _bytes_of(storage: torch.UntypedStorage, size: int | None = None) -> np.ndarray:
+    """A uint8 numpy view of a shared storage (its first `size` bytes)."""
+    view = torch.empty(0, dtype=torch.uint8)
+    return (view.set_(storage) if size is None else view.set_(storage, 0, (size,))).numpy()
+
+
 class _Ring:
     """A worker's segment: the slot bytes and SLOTS slots of `slot_bytes` each."""
 
     def __init__(self, slot_bytes: int):
         self.slot_bytes = slot_bytes
         self.storage = torch.UntypedStorage._new_shared(_HEADER + SLOTS * slot_bytes)
-        self.bytes = torch.empty(0, dtype=torch.uint8).set_(self.storage).numpy()
+        self.bytes = _bytes_of(self.storage)
         self.key = (os.getpid(), id(self))
         self.announced = False  # the main process has the segment's fd
         self._next = 0
@@ -88,7 +94,7 @@ class _SlotLease:
 
     def __init__(self, key: tuple[int, int], slot: int, slot_bytes: int, storage: torch.UntypedStorage | None):
         if storage is not None:
-            _RINGS[key] = (storage, torch.empty(0, dtype=torch.uint8).set_(storage, 0, (SLOTS,)).numpy())
+            _RINGS[key] = (storage, _bytes_of(storage, SLOTS))
         self.storage, self.owners = _RINGS[key]  # the storage keeps the segment mapped
         self.slot = slot
         self.base = self.storage.data_ptr() + _HEADER + slot * slot_bytes
@@ -133,8 +139,9 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
     layout, size = {}, 0
     for key, arrays in columns.items():
         first = arrays[0]
-        layout[key] = (size, (len(arrays), *first.shape), first.dtype)
-        size += -(-len(arrays) * first.nbytes // _ALIGN) * _ALIGN
+        nbytes = len(arrays) * first.nbytes
+        layout[key] = (size, nbytes, (len(arrays), *first.shape), first.dtype)
+        size += -(-nbytes // _ALIGN) * _ALIGN
     ring = _worker_ring if _worker_ring is not None and _worker_ring.key[0] == os.getpid() else None
     if ring is None or size > ring.slot_bytes:
         # the first batch sizes the ring; a bigger batch later gets a new one, twice the size (the
@@ -142,7 +149,7 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
         slot_bytes = -(-max(size, 2 * ring.slot_bytes if ring else 0) // 4096) * 4096
         if size == 0 or _HEADER + SLOTS * slot_bytes > MAX_RING_BYTES:
             return None
-        if _worker_ring is None or _worker_ring.key[0] != os.getpid():
+        if ring is None:  # this process's first ring
             # multiprocessing runs this as the worker exits: under the file_system sharing strategy
             # a segment is a file in /dev/shm, removed once no process holds it
             multiprocessing.util.Finalize(None, _drop_worker_ring, exitpriority=0)
@@ -153,8 +160,7 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
     ref = _SlotRef(ring, slot)
     base = _HEADER + slot * ring.slot_bytes
     out = {}
-    for key, (offset, shape, dtype) in layout.items():
-        nbytes = int(np.prod(shape)) * dtype.itemsize
+    for key, (offset, nbytes, shape, dtype) in layout.items():
         target = ring.bytes[base + offset: base + offset + nbytes].view(dtype).reshape(shape)
         np.stack(columns[key], out=target)
         out[key] = _RingColumn(ref, offset, shape, dtype)

@@ -68,12 +68,9 @@ def _collate_read_only(batch: list) -> Any:
                     and all(type(v) is np.ndarray and v.shape == value.shape and v.dtype == value.dtype for v in values)):
                 stackable[key] = values
             out[key] = values
-        in_ring = batch_ring.place(stackable) if stackable and get_worker_info() is not None else None
+        in_ring = (batch_ring.place(stackable) if stackable and get_worker_info() is not None else None) or {}
         for key, values in out.items():
-            if in_ring is not None and key in in_ring:
-                out[key] = in_ring[key]
-            else:
-                out[key] = _stack(values) if key in stackable else _collate_read_only(values)
+            out[key] = in_ring.get(key) or (_stack(values) if key in stackable else _collate_read_only(values))
         return out
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

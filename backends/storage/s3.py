@@ -101,10 +101,9 @@ class S3Store(RemoteStore):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get(self, key: str) -> bytes:
+    def _get_whole(self, key: str) -> bytes:
         full = self._key(key)
-        with self.download_gate.turn() as ticket, self.download_gate.slot(ticket):
-            return self._call(key, lambda: self._read_body(self.client.get_object(Bucket=self.bucket, Key=full)))
+        return self._call(key, lambda: self._read_body(self.client.get_object(Bucket=self.bucket, Key=full)))
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:

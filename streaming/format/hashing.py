@@ -106,10 +106,9 @@ def check_shard_file(path: str | os.PathLike, hashes: dict[str, str], *, shard: 
     algo = pick_hash(hashes, requested)
     if algo is None:
         return
-    stamp_path = os.path.join(stamps, shard.replace("/", "__") + ".ok") if stamps is not None else None
+    stamp_path = _stamp_path(stamps, shard) if stamps is not None else None
     with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        stamp = f"{algo}:{hashes[algo]}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        stamp = _stamp(algo, hashes[algo], os.fstat(f.fileno()))
         if _stamped(stamp_path, stamp):
             return
         with _one_checker(f, stamp_path is not None):
@@ -135,12 +134,19 @@ def stamp_as_checked(path: str | os.PathLike, hashes: dict[str, str], *, shard: 
     algo = pick_hash(hashes, requested)
     if algo is None:
         return
-    st = os.stat(path)
     try:
-        atomic_write(os.path.join(stamps, shard.replace("/", "__") + ".ok"),
-                     f"{algo}:{hashes[algo]}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+        atomic_write(_stamp_path(stamps, shard), _stamp(algo, hashes[algo], os.stat(path)))
     except OSError:
         pass  # a read-only dataset folder: every process checks, nothing is remembered
+
+
+def _stamp_path(stamps: str | os.PathLike, shard: str) -> str:
+    return os.path.join(stamps, shard.replace("/", "__") + ".ok")
+
+
+def _stamp(algo: str, digest: str, st: os.stat_result) -> str:
+    """What a stamp records: the digest, and the file it was checked on (inode, size, mtime)."""
+    return f"{algo}:{digest}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _stamped(stamp_path: str | None, stamp: str) -> bool:
