@@ -135,12 +135,24 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
     """In a DataLoader worker: stack each column of equal-shape arrays into one free slot of this
     worker's ring. None when the batch is too big for a ring or no slot is free (the caller hands
     the batch over the usual way)."""
+    reserved = reserve({key: ((len(arrays), *arrays[0].shape), arrays[0].dtype) for key, arrays in columns.items()})
+    if reserved is None:
+        return None
+    targets, out = reserved
+    for key, arrays in columns.items():
+        np.stack(arrays, out=targets[key])
+    return out
+
+
+def reserve(columns: dict[str, tuple[tuple, np.dtype]]) -> tuple[dict[str, np.ndarray], dict[str, _RingColumn]] | None:
+    """In a DataLoader worker: room in one free slot for columns of these (shape, dtype): numpy
+    views to fill, and what to hand over once they are filled. None when the batch is too big for
+    a ring or no slot is free (the caller hands the batch over the usual way)."""
     global _worker_ring
     layout, size = {}, 0
-    for key, arrays in columns.items():
-        first = arrays[0]
-        nbytes = len(arrays) * first.nbytes
-        layout[key] = (size, nbytes, (len(arrays), *first.shape), first.dtype)
+    for key, (shape, dtype) in columns.items():
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        layout[key] = (size, nbytes, shape, dtype)
         size += -(-nbytes // _ALIGN) * _ALIGN
     ring = _worker_ring if _worker_ring is not None and _worker_ring.key[0] == os.getpid() else None
     if ring is None or size > ring.slot_bytes:
@@ -159,9 +171,8 @@ def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None
         return None
     ref = _SlotRef(ring, slot)
     base = _HEADER + slot * ring.slot_bytes
-    out = {}
+    targets, out = {}, {}
     for key, (offset, nbytes, shape, dtype) in layout.items():
-        target = ring.bytes[base + offset: base + offset + nbytes].view(dtype).reshape(shape)
-        np.stack(columns[key], out=target)
+        targets[key] = ring.bytes[base + offset: base + offset + nbytes].view(dtype).reshape(shape)
         out[key] = _RingColumn(ref, offset, shape, dtype)
-    return out
+    return targets, out

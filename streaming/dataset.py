@@ -14,13 +14,14 @@ from dataclasses import replace
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from foundry.plugins.errors import ConfigError, DataError
 
 from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
-from .iterator import EpochPlan, iterate
+from .batch_reads import WorkerBatches
+from .iterator import EpochPlan, iterate, iterate_batches
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
                    locate, make_layout, rank_ids, rank_length, stream_choose, worker_ids)
 from .readers import ReaderPool
@@ -146,6 +147,7 @@ class StreamingDataset(IterableDataset):
         self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
         self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
         self._counter = EpochCounter()
+        self._worker_batches: WorkerBatches | None = None  # set by StreamingDataLoader for its workers
         self._work_cache: tuple[tuple, np.ndarray] | None = None
         self._len_cache: tuple[tuple, int] | None = None
         self._initial_physical_nodes: int | None = None
@@ -175,17 +177,25 @@ class StreamingDataset(IterableDataset):
 
     # ---- random access ------------------------------------------------------------------------
     def __getitem__(self, index: int) -> Any:
-        """Sample `index` of the underlying data (0..num_samples-1); fetches only its shard."""
+        """Sample `index` of the underlying data (0..num_samples-1); fetches only its shard. As in
+        mosaicml-streaming, `ds[i]` calls `get_item(i)`, and a subclass may override either."""
         index = int(index)
         if index < 0:
             index += self.num_samples
         if not 0 <= index < self.num_samples:
             raise IndexError(f"sample {index} out of range for {self.num_samples} samples")
+        return self.get_item(index)
+
+    def get_item(self, index: int) -> Any:
+        """The stored sample `index`, decoded (no transform a subclass adds in `__getitem__`)."""
         shard = int(np.searchsorted(self._layout.shard_offsets, index, side="right") - 1)
         return self._readers.get(shard).get_sample(index - int(self._layout.shard_offsets[shard]))
 
-    def get_item(self, index: int) -> Any:
-        return self[index]
+    def _transforms_samples(self) -> bool:
+        """A subclass changes what a sample is (mosaic's usual pattern: `__getitem__` calls
+        `super().__getitem__` and transforms the result): iteration must go through it too."""
+        cls = type(self)
+        return cls.__getitem__ is not StreamingDataset.__getitem__ or cls.get_item is not StreamingDataset.get_item
 
     # ---- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
@@ -201,7 +211,26 @@ class StreamingDataset(IterableDataset):
         plan = self._epoch_plan(topo, epoch, start)
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
                                plan.window)
-        return iterate(plan, shards)
+        sample = None
+        if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
+            first = self._layout.shard_offsets.tolist()
+            sample = lambda shard, index: self[first[shard] + index]  # noqa: E731
+        batches = self._worker_batches
+        if batches is not None and get_worker_info() is not None:
+            return iterate_batches(plan, shards, batches if sample is None else replace(batches, reads_rows=False),
+                                   sample)
+        return iterate(plan, shards, sample)
+
+    @contextmanager
+    def batched_in_workers(self, batches: WorkerBatches) -> Iterator[None]:
+        """While a StreamingDataLoader starts its workers: their copies of this dataset yield whole
+        batches (batch_reads.py), every epoch; this process's copy is left as it was."""
+        saved = self._worker_batches
+        self._worker_batches = batches
+        try:
+            yield
+        finally:
+            self._worker_batches = saved
 
     @contextmanager
     def planned_for_workers(self, num_workers: int) -> Iterator[None]:

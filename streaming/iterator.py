@@ -11,6 +11,7 @@ freely.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
@@ -70,29 +71,55 @@ def first_and_last_use(shards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return uniq[by_use], first[by_use], last[by_use]
 
 
-def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
+class _Progress:
+    """One worker's walk through its plan: where the reader is, which shards it must keep (those in
+    use and those the next `window` samples need), and the prefetcher that runs ahead of it."""
+
+    def __init__(self, plan: EpochPlan, source: ShardSource):
+        self.source = source
+        self.use_shards, self.use_first, self.use_last = first_and_last_use(plan.shards)
+        self.window = max(1, int(plan.window))
+        self.step = max(256, self.window // 4)  # samples between telling the prefetcher the position
+        self.position = 0
+        self.prefetcher = (Prefetcher(source.ensure, self.use_shards.tolist(), self.use_first.tolist(), self.window,
+                                      threads=plan.threads, after=self.after_fetch) if plan.prefetch else _NoPrefetch())
+
+    def protect(self) -> set[int]:
+        lo = np.searchsorted(self.use_first, self.position, side="right") - 1
+        hi = np.searchsorted(self.use_first, self.position + self.window, side="right")
+        return set(self.use_shards[max(0, lo):hi].tolist())
+
+    def where(self) -> tuple[set[int], int]:
+        return self.protect(), self.position
+
+    def after_fetch(self, _shard: int | None = None) -> None:
+        self.source.after_fetch(self.where)
+
+    def advance(self, position: int) -> None:
+        self.position = position
+        self.prefetcher.advance(position)
+
+    def finish(self, finished: bool, readers: dict[int, Any]) -> None:
+        self.prefetcher.close(wait=finished)
+        self.source.after_fetch(self.where)
+        for r in readers.values():
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001 - a sample may still view the map
+                pass
+
+
+def iterate(plan: EpochPlan, source: ShardSource,
+            sample: Callable[[int, int], Any] | None = None) -> Iterator[Any]:
+    """The plan's samples. `sample(shard, index)`, when given, makes each one instead of the
+    shard's reader (a dataset subclass that transforms samples); shards are fetched, opened and
+    closed as usual around it."""
     shards, offsets = plan.shards, plan.offsets
     total = len(shards)
     if total == 0:
         return
-    use_shards, use_first, use_last = first_and_last_use(shards)
-    window = max(1, int(plan.window))
-    position = [0]
-
-    def protect() -> set[int]:
-        lo = np.searchsorted(use_first, position[0], side="right") - 1
-        hi = np.searchsorted(use_first, position[0] + window, side="right")
-        return set(use_shards[max(0, lo):hi].tolist())
-
-    def where() -> tuple[set[int], int]:
-        return protect(), position[0]
-
-    def after_fetch(_shard: int) -> None:
-        source.after_fetch(where)
-
-    prefetcher = (Prefetcher(source.ensure, use_shards.tolist(), use_first.tolist(), window,
-                             threads=plan.threads, after=after_fetch) if plan.prefetch else _NoPrefetch())
-    step = max(256, window // 4)
+    walk = _Progress(plan, source)
+    step = walk.step
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
@@ -100,39 +127,85 @@ def iterate(plan: EpochPlan, source: ShardSource) -> Iterator[Any]:
     finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
-        firsts = use_first.tolist() + [total]
-        for k, (shard, last) in enumerate(zip(use_shards.tolist(), use_last.tolist())):
+        firsts = walk.use_first.tolist() + [total]
+        for k, (shard, last) in enumerate(zip(walk.use_shards.tolist(), walk.use_last.tolist())):
             a, b = firsts[k], firsts[k + 1]
             while closing and closing[0][0] < a:
                 _, done = heapq.heappop(closing)
                 getters.pop(done, None)
                 readers.pop(done).close()
-            position[0] = a
-            prefetcher.advance(a)
+            walk.advance(a)
             reader = readers[shard] = source.open(shard)
-            getters[shard] = reader.get_sample
+            getters[shard] = reader.get_sample if sample is None else functools.partial(sample, shard)
             if not getattr(reader, "settled", True):
                 early.add(shard)
-            after_fetch(shard)
+            walk.after_fetch()
             heapq.heappush(closing, (last, shard))
             for c in range(a, b, step):
                 e = min(b, c + step)
                 if c != a:
-                    position[0] = c
-                    prefetcher.advance(c)
+                    walk.advance(c)
                 if early:  # a shard decompressed since: read it directly from now on
                     for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
                         early.discard(sh)
-                        if sh in readers:
+                        if sh in readers and sample is None:
                             getters[sh] = readers[sh].get_sample
                 for s, j in zip(shard_list[c:e], local_list[c:e]):
                     yield getters[s](j)
         finished = True
     finally:
-        prefetcher.close(wait=finished)
-        source.after_fetch(where)
-        for r in readers.values():
-            try:
-                r.close()
-            except Exception:  # noqa: BLE001 - a sample may still view the map
-                pass
+        walk.finish(finished, readers)
+
+
+class BatchMaker(Protocol):
+    """How `iterate_batches` batches (batch_reads.WorkerBatches)."""
+
+    size: int
+    drop_last: bool
+
+    def make(self, shards: list[int], indices: list[int], readers: dict[int, Any],
+             get: Callable[[int, int], Any]) -> Any: ...
+
+
+def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
+                    sample: Callable[[int, int], Any] | None = None) -> Iterator[Any]:
+    """The plan's samples as batches of `batches.size` consecutive samples (what a DataLoader would
+    take from `iterate`, one sample at a time), each made in one go by `batches.make`. Every shard a
+    batch needs is open while it is made; a shard is closed once a batch past its last use starts."""
+    shards, offsets = plan.shards, plan.offsets
+    total = len(shards)
+    size = int(batches.size)
+    walk = _Progress(plan, source) if total else None
+    readers: dict[int, Any] = {}
+    closing: list[tuple[int, int]] = []  # (last use, shard)
+
+    def get(shard: int, index: int) -> Any:
+        return readers[shard].get_sample(index) if sample is None else sample(shard, index)
+
+    finished = False
+    try:
+        shard_list, local_list = shards.tolist(), offsets.tolist()
+        use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist())) if walk else []
+        k = 0
+        told = 0
+        for begin in range(0, total, size):
+            end = min(total, begin + size)
+            if end - begin < size and batches.drop_last:
+                break
+            while closing and closing[0][0] < begin:
+                readers.pop(heapq.heappop(closing)[1]).close()
+            while k < len(use) and use[k][0] < end:
+                first, shard, last = use[k]
+                walk.advance(max(first, begin))
+                readers[shard] = source.open(shard)
+                walk.after_fetch()
+                heapq.heappush(closing, (last, shard))
+                k += 1
+            if begin - told >= walk.step:
+                walk.advance(begin)
+                told = begin
+            yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get)
+        finished = True
+    finally:
+        if walk is not None:
+            walk.finish(finished, readers)

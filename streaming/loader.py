@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from . import batch_ring
+from .batch_reads import WorkerBatches
 from .topology import Topology
 
 
@@ -146,13 +147,31 @@ def _stop_workers_at_exit() -> None:
 atexit.register(_stop_workers_at_exit)
 
 
+def _batch_made_in_worker(batch: Any) -> Any:
+    """The collate torch applies to what a worker's dataset yields: a batch, collated already."""
+    return batch
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
         if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
             kwargs["collate_fn"] = _collate_read_only
         kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
-        super().__init__(*args, **kwargs)
+        self._worker_batches = None
+        dataset = args[0] if args else kwargs.get("dataset")
+        if (batched and kwargs.get("num_workers", 0) > 0 and hasattr(dataset, "batched_in_workers")
+                and not any(kwargs.get(k) for k in ("sampler", "batch_sampler", "shuffle"))):
+            # workers make whole batches (batch_reads.py): torch gets batch_size=None and passes
+            # them through; batch_size and drop_last still read as the caller set them
+            size, drop_last = kwargs.pop("batch_size", 1), kwargs.pop("drop_last", False)
+            collate = kwargs["collate_fn"]
+            self._worker_batches = WorkerBatches(size, drop_last, collate, reads_rows=collate is _collate_read_only)
+            super().__init__(*args, batch_size=None, **{**kwargs, "collate_fn": _batch_made_in_worker})
+            object.__setattr__(self, "batch_size", size)  # DataLoader refuses a plain set after init
+            object.__setattr__(self, "drop_last", drop_last)
+        else:
+            super().__init__(*args, **kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 
     def __iter__(self) -> Iterator[Any]:
@@ -165,7 +184,11 @@ class StreamingDataLoader(DataLoader):
         starts_workers = self.num_workers > 0 and (not self.persistent_workers or self._iterator is None)
         planned = starts_workers and hasattr(self.dataset, "planned_for_workers")
         # the epoch's plan, built once here for all the workers started now
-        with self.dataset.planned_for_workers(self.num_workers) if planned else contextlib.nullcontext():
+        with contextlib.ExitStack() as starting:
+            if planned:
+                starting.enter_context(self.dataset.planned_for_workers(self.num_workers))
+            if starts_workers and self._worker_batches is not None:
+                starting.enter_context(self.dataset.batched_in_workers(self._worker_batches))
             batches = super().__iter__()
         if starts_workers:
             _LIVE_WORKERS.add(batches)

@@ -204,6 +204,10 @@ def main() -> None:
                             r[s].setdefault("anon_all", []).append(res.get("peak_anon_mb"))
                         else:
                             r[s].setdefault(f"{mode}_tree_rss_all", []).append(res.get("peak_tree_rss_mb"))
+                            # after the first batch: the workers' start is left out, as the floor has none
+                            batch = 256 if mode == "loader256" else 32
+                            r[s].setdefault(f"{mode}_steady_sps_all", []).append(
+                                (res["samples"] - batch) / (res["seconds"] - res["first_sample_s"]))
                         print(f"[{wl}] {s} {mode} rep{rep} {res['samples'] / res['seconds']:.0f}/s "
                               f"rss {res['maxrss_mb']:.0f}MB", flush=True)
             for rep in range(a.reps):
@@ -216,7 +220,7 @@ def main() -> None:
             if s3 is not None:
                 cold_epochs(s3, a, data, wl, dirs, r)
             for s in sides:
-                for key in ("plain_sps", "loader_sps", "loader256_sps", "first", "rss", "anon", "resume",
+                for key in ("plain_sps", "loader_sps", "loader256_sps", "loader_steady_sps", "loader256_steady_sps", "first", "rss", "anon", "resume",
                             "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s", "one_shard_s"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             for s in sides:
@@ -307,6 +311,8 @@ def table(results: dict) -> str:
     rows = [("write samples/s", "write_sps", True), ("epoch from cache, plain, samples/s", "plain_sps", True),
             ("epoch from cache, DataLoader(batch 32, 2 workers), samples/s", "loader_sps", True),
             ("epoch from cache, DataLoader(batch 256, 2 workers), samples/s", "loader256_sps", True),
+            ("  the same after the first batch (batch 32), samples/s", "loader_steady_sps", True),
+            ("  the same after the first batch (batch 256), samples/s", "loader256_steady_sps", True),
             (f"cold epoch{at}, samples/s" if at else "cold epoch from SeaweedFS, samples/s", "cold_sps", True),
             ("fresh process -> first sample (local), s", "first", False), (f"time to first sample{at}, s" if at else "time to first sample (cold), s", "cold_first_s", False),
             (f"one shard's download{at}, s", "one_shard_s", None),
@@ -338,7 +344,8 @@ def table(results: dict) -> str:
         for key, what in (("floor_sps", "raw floor (slice each sample from mmap'd shards)"),
                           ("ceiling_sps", "decompression ceiling (zstd of every shard, in memory, one core)")):
             if r.get(key) and "foundry" in r:
-                parts = [f"{m} {r['foundry'][m + '_sps'] / r[key]:.2f}" for m in ("plain", "loader", "loader256")
+                parts = [f"{m} {r['foundry'][m + '_sps'] / r[key]:.2f}"
+                         for m in ("plain", "loader", "loader256", "loader_steady", "loader256_steady")
                          if r["foundry"].get(m + "_sps")]
                 out.append(f"\n{what}: {r[key]:,.0f} samples/s; Foundry as a fraction of it: {', '.join(parts)}\n")
         out.append("")

@@ -191,6 +191,21 @@ class MDSShardFileReader(MDSShardReader):
         begin = offsets[i]
         return self._decode(os.pread(self._fd, offsets[i + 1] - begin, begin), 0)
 
+    def read_into(self, i: int, buffers: list) -> None:
+        """Sample `i`'s stored bytes scattered into `buffers` (one read; their sizes add up to the
+        sample's): how a batch reads fixed-size columns straight into its tensors."""
+        offsets = self._offsets
+        if offsets is None:
+            self._ensure()
+            offsets = self._offsets
+        if not 0 <= i < self.info.samples:
+            i = self._check_index(i)
+        begin = offsets[i]
+        got = os.preadv(self._fd, buffers, begin)
+        if got != offsets[i + 1] - begin:
+            raise DataError(f"shard {self.path} changed or is truncated: sample {i} is {offsets[i + 1] - begin} "
+                            f"bytes, read {got}")
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -1,7 +1,7 @@
-"""One rank of the real multi-process test: `python rank_worker.py RANK WORLD REMOTE CACHE OUT`.
+"""One rank of the real multi-process test: `python rank_worker.py RANK WORLD REMOTE CACHE OUT [streaming]`.
 
-Joins a gloo process group through a file rendezvous, reads one epoch with a 2-worker DataLoader,
-saves its batches to OUT.RANK.npy."""
+Joins a gloo process group through a file rendezvous, reads one epoch with a 2-worker DataLoader
+(torch's, or StreamingDataLoader with `streaming`), saves its batches to OUT.RANK.npy."""
 
 import os
 import sys
@@ -14,11 +14,12 @@ os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), L
 import torch.distributed as dist  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from foundry.streaming import StreamingDataset  # noqa: E402
+from foundry.streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
 
 dist.init_process_group("gloo", init_method=f"file://{out}.rdzv", rank=rank, world_size=world)
 ds = StreamingDataset(remote=remote, local=cache, shuffle=True, batch_size=4, shuffle_block_size=30)
-batches = [b["id"].numpy() for b in DataLoader(ds, batch_size=4, num_workers=2)]
+loader = StreamingDataLoader if sys.argv[6:] == ["streaming"] else DataLoader
+batches = [b["id"].numpy() for b in loader(ds, batch_size=4, num_workers=2)]
 np.save(f"{out}.{rank}.npy", np.stack(batches))
 dist.barrier()
 dist.destroy_process_group()
