@@ -188,6 +188,8 @@ class StreamingDataset(IterableDataset):
 
     def get_item(self, index: int) -> Any:
         """The stored sample `index`, decoded (no transform a subclass adds in `__getitem__`)."""
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"sample {index} out of range for {self.num_samples} samples")
         shard = int(np.searchsorted(self._layout.shard_offsets, index, side="right") - 1)
         return self._readers.get(shard).get_sample(index - int(self._layout.shard_offsets[shard]))
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
-from . import batch_ring
+from . import batch_ring, fork_gc
 from .batch_reads import WorkerBatches
 from .topology import Topology
 
@@ -147,6 +147,13 @@ def _stop_workers_at_exit() -> None:
 atexit.register(_stop_workers_at_exit)
 
 
+def _workers_gone(pids: list[int], frozen: bool) -> None:
+    """A DataLoader iterator whose workers were started is gone, and its workers with it."""
+    batch_ring.forget_rings(pids)
+    if frozen:
+        fork_gc.release()
+
+
 def _batch_made_in_worker(batch: Any) -> Any:
     """The collate torch applies to what a worker's dataset yields: a batch, collated already."""
     return batch
@@ -189,11 +196,21 @@ class StreamingDataLoader(DataLoader):
                 starting.enter_context(self.dataset.planned_for_workers(self.num_workers))
             if starts_workers and self._worker_batches is not None:
                 starting.enter_context(self.dataset.batched_in_workers(self._worker_batches))
-            batches = super().__iter__()
+            frozen = starts_workers and self._forks_workers() and fork_gc.hold()
+            try:
+                batches = super().__iter__()
+            except BaseException:
+                if frozen:
+                    fork_gc.release()
+                raise
         if starts_workers:
             _LIVE_WORKERS.add(batches)
-            weakref.finalize(batches, batch_ring.forget_rings, [w.pid for w in batches._workers])
+            weakref.finalize(batches, _workers_gone, [w.pid for w in batches._workers], frozen)
         return self._counted(batches)
+
+    def _forks_workers(self) -> bool:
+        context = self.multiprocessing_context or torch.multiprocessing.get_context()
+        return context.get_start_method() == "fork"
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

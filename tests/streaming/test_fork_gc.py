@@ -1,0 +1,76 @@
+"""While forked DataLoader workers run, the objects they share with the main process are frozen out
+of garbage collection (streaming/fork_gc.py); afterwards they are not, and nothing leaks."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+
+
+class _Node:
+    def __init__(self):
+        self.me = self  # a cycle: only the collector frees it
+
+
+@pytest.fixture
+def data(tmp_path):
+    with MDSWriter(out=str(tmp_path / "data"), columns={"x": "ndarray:int32:4"}) as writer:
+        for i in range(40):
+            writer.write({"x": np.full(4, i, np.int32)})
+    return str(tmp_path / "data")
+
+
+@pytest.fixture
+def thawed():
+    gc.collect()  # a loader an earlier test left for the collector
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
+
+
+def _loader(data, **kw):
+    return StreamingDataLoader(StreamingDataset(local=data, batch_size=4), batch_size=4, num_workers=2, **kw)
+
+
+def test_frozen_while_forked_workers_run_and_garbage_from_before_is_collected_after(data, thawed):
+    garbage = _Node()
+    gone = weakref.ref(garbage)
+    del garbage
+    during = []
+    for _ in _loader(data, multiprocessing_context="fork"):
+        during.append(gc.get_freeze_count())
+    assert min(during) > 0
+    assert gc.get_freeze_count() == 0  # the workers are gone: thawed
+    gc.collect()
+    assert gone() is None
+
+
+def test_two_loaders_thaw_when_the_last_one_stops(data, thawed):
+    first = iter(_loader(data, multiprocessing_context="fork"))
+    next(first)
+    second = list(_loader(data, multiprocessing_context="fork"))
+    assert second and gc.get_freeze_count() > 0  # the first one's workers still run
+    del first
+    assert gc.get_freeze_count() == 0
+
+
+def test_persistent_workers_keep_it_until_the_loader_goes(data, thawed):
+    loader = _loader(data, multiprocessing_context="fork", persistent_workers=True)
+    for _ in range(2):
+        assert len(list(loader)) == 10
+        assert gc.get_freeze_count() > 0
+    del loader
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_freeze_of_the_program_own_and_spawned_workers_are_left_alone(data, thawed):
+    assert len(list(_loader(data, multiprocessing_context="spawn"))) == 10
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    assert len(list(_loader(data, multiprocessing_context="fork"))) == 10
+    assert gc.get_freeze_count() == frozen
