@@ -216,17 +216,22 @@ def count(item) -> int:
 
 def timed_epoch(iterable, batched: bool) -> dict:
     t0 = time.perf_counter()
-    first = None
+    first = first_wall = None
     n = 0
     for item in iterable:
         if first is None:
             first = time.perf_counter() - t0
+            first_wall = time.time()
         if batched:
             v = next(iter(item.values())) if isinstance(item, dict) else item[0]
             n += len(v)
         else:
             n += 1
-    return {"seconds": time.perf_counter() - t0, "samples": n, "first_sample_s": first}
+    out = {"seconds": time.perf_counter() - t0, "samples": n, "first_sample_s": first}
+    if os.environ.get("BENCH_SPAWNED_AT") and first_wall is not None:
+        # from the moment run.py started this process: the interpreter, every import, then the sample
+        out["from_spawn_s"] = first_wall - float(os.environ["BENCH_SPAWNED_AT"])
+    return out
 
 
 def emit(result: dict) -> None:

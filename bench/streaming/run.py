@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -67,6 +68,7 @@ def _run(side: str, *args: str, env: dict | None = None, timeout: int = 600) -> 
         full_env.update(env or {})
         if side == "foundry":  # the bench folder, and whatever makes `import foundry` this checkout
             full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+        full_env["BENCH_SPAWNED_AT"] = repr(time.time())
         proc = subprocess.run(side_cmd(side) + list(args), capture_output=True, text=True, cwd=cwd,
                               env=full_env, timeout=timeout)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
@@ -200,6 +202,7 @@ def main() -> None:
                         r[s].setdefault(f"{mode}_sps_all", []).append(res["samples"] / res["seconds"])
                         if mode == "plain":
                             r[s].setdefault("first_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
+                            r[s].setdefault("spawn_first_all", []).append(res.get("from_spawn_s"))
                             r[s].setdefault("rss_all", []).append(res["maxrss_mb"])
                             r[s].setdefault("anon_all", []).append(res.get("peak_anon_mb"))
                         else:
@@ -220,8 +223,9 @@ def main() -> None:
             if s3 is not None:
                 cold_epochs(s3, a, data, wl, dirs, r)
             for s in sides:
-                for key in ("plain_sps", "loader_sps", "loader256_sps", "loader_steady_sps", "loader256_steady_sps", "first", "rss", "anon", "resume",
-                            "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s", "one_shard_s"):
+                for key in ("plain_sps", "loader_sps", "loader256_sps", "loader_steady_sps", "loader256_steady_sps", "first", "spawn_first", "rss", "anon",
+                            "resume", "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s",
+                            "cold_spawn_first_s", "one_shard_s"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             for s in sides:
                 r[s]["tree_floor"] = floors.get(s)
@@ -254,6 +258,7 @@ def cold_epochs(s3: dict, a, data: Path, wl: str, dirs: dict, r: dict) -> None:
                 continue
             r[s].setdefault("cold_sps_all", []).append(res["samples"] / res["seconds"])
             r[s].setdefault("cold_first_s_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
+            r[s].setdefault("cold_spawn_first_s_all", []).append(res.get("from_spawn_s"))
             r[s]["cold_bytes"] = du_bytes(cache)
             r[s]["store_bytes"] = du_bytes(dirs[s])
             if "one_shard_s" in s3:
@@ -314,7 +319,10 @@ def table(results: dict) -> str:
             ("  the same after the first batch (batch 32), samples/s", "loader_steady_sps", True),
             ("  the same after the first batch (batch 256), samples/s", "loader256_steady_sps", True),
             (f"cold epoch{at}, samples/s" if at else "cold epoch from SeaweedFS, samples/s", "cold_sps", True),
-            ("fresh process -> first sample (local), s", "first", False), (f"time to first sample{at}, s" if at else "time to first sample (cold), s", "cold_first_s", False),
+            ("fresh process -> first sample (local), s", "first", False),
+            ("  the same from the process's start (interpreter and imports too), s", "spawn_first", False),
+            (f"time to first sample{at}, s" if at else "time to first sample (cold), s", "cold_first_s", False),
+            ("  the same from the process's start, s", "cold_spawn_first_s", False),
             (f"one shard's download{at}, s", "one_shard_s", None),
             ("resume at 75% -> first sample, s", "resume", False), ("peak RSS incl. mapped shard pages (plain epoch), MB", "rss", False),
             ("peak anonymous memory (plain epoch), MB", "anon", False),
