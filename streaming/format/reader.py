@@ -174,37 +174,32 @@ class MDSShardFileReader(MDSShardReader):
             raise
         self._fd = fd
 
-    def get_sample_bytes(self, i: int) -> bytes:
-        if self._offsets is None:
-            self._ensure()
-        i = self._check_index(i)
-        begin = self._offsets[i]
-        return os.pread(self._fd, self._offsets[i + 1] - begin, begin)
-
-    def get_sample(self, i: int) -> dict[str, Any]:
+    def _span(self, i: int) -> tuple[int, int]:
+        """Where sample `i`'s bytes begin and end in the file (opened on first use)."""
         offsets = self._offsets
         if offsets is None:
             self._ensure()
             offsets = self._offsets
         if not 0 <= i < self.info.samples:
             i = self._check_index(i)
-        begin = offsets[i]
-        return self._decode(os.pread(self._fd, offsets[i + 1] - begin, begin), 0)
+        return offsets[i], offsets[i + 1]
+
+    def get_sample_bytes(self, i: int) -> bytes:
+        begin, end = self._span(i)
+        return os.pread(self._fd, end - begin, begin)
+
+    def get_sample(self, i: int) -> dict[str, Any]:
+        begin, end = self._span(i)
+        return self._decode(os.pread(self._fd, end - begin, begin), 0)
 
     def read_into(self, i: int, buffers: list) -> None:
         """Sample `i`'s stored bytes scattered into `buffers` (one read; their sizes add up to the
         sample's): how a batch reads fixed-size columns straight into its tensors."""
-        offsets = self._offsets
-        if offsets is None:
-            self._ensure()
-            offsets = self._offsets
-        if not 0 <= i < self.info.samples:
-            i = self._check_index(i)
-        begin = offsets[i]
+        begin, end = self._span(i)
         got = os.preadv(self._fd, buffers, begin)
-        if got != offsets[i + 1] - begin:
-            raise DataError(f"shard {self.path} changed or is truncated: sample {i} is {offsets[i + 1] - begin} "
-                            f"bytes, read {got}")
+        if got != end - begin:
+            raise DataError(f"shard {self.path} changed or is truncated: sample {i} is {end - begin} bytes, "
+                            f"read {got}")
 
     def close(self) -> None:
         if self._fd is not None:
