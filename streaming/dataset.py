@@ -223,6 +223,11 @@ class StreamingDataset(IterableDataset):
                                    sample)
         return iterate(plan, shards, sample)
 
+    def can_batch_in_workers(self) -> bool:
+        """Whether StreamingDataLoader may have this dataset's iteration yield whole batches: not
+        when a subclass wraps `__iter__` (it expects samples from `super().__iter__()`)."""
+        return type(self).__iter__ is StreamingDataset.__iter__
+
     @contextmanager
     def batched_in_workers(self, batches: WorkerBatches) -> Iterator[None]:
         """While a StreamingDataLoader starts its workers: their copies of this dataset yield whole

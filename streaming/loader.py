@@ -167,7 +167,7 @@ class StreamingDataLoader(DataLoader):
         kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
         self._worker_batches = None
         dataset = args[0] if args else kwargs.get("dataset")
-        if (batched and kwargs.get("num_workers", 0) > 0 and hasattr(dataset, "batched_in_workers")
+        if (batched and kwargs.get("num_workers", 0) > 0 and getattr(dataset, "can_batch_in_workers", bool)()
                 and not any(kwargs.get(k) for k in ("sampler", "batch_sampler", "shuffle"))):
             # workers make whole batches (batch_reads.py): torch gets batch_size=None and passes
             # them through; batch_size and drop_last still read as the caller set them

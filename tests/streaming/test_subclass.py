@@ -63,3 +63,21 @@ def test_a_resumed_subclass_continues_with_transformed_samples(make_dataset, tmp
     rest = list(StreamingDataLoader(resumed, batch_size=4, num_workers=2))
     assert _ids(seen + rest) == _ids(whole)
     assert all(b["twice"].tolist() == [2 * i for i in b["id"].tolist()] for b in rest)
+
+
+class Evens(StreamingDataset):
+    """A subclass that filters the stream in `__iter__`: it gets samples from super(), not batches."""
+
+    def __iter__(self):
+        return (s for s in super().__iter__() if s["id"] % 2 == 0)
+
+
+def test_a_subclass_that_wraps_iteration_gets_samples_in_workers(make_dataset, tmp_path):
+    remote = make_dataset(120, 16)
+    ds = Evens(remote=str(remote), local=str(tmp_path / "cache"), shuffle=True, batch_size=8)
+    got = [b["id"].tolist() for b in StreamingDataLoader(ds, batch_size=8, num_workers=2)]
+    from torch.utils.data import DataLoader
+
+    ref = Evens(remote=str(remote), local=str(tmp_path / "cache"), shuffle=True, batch_size=8)
+    assert got == [b["id"].tolist() for b in DataLoader(ref, batch_size=8, num_workers=2)]
+    assert sorted(i for b in got for i in b) == list(range(0, 120, 2))
