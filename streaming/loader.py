@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import signal
 import sys
 import warnings
@@ -159,14 +160,26 @@ def _batch_made_in_worker(batch: Any) -> Any:
     return batch
 
 
+def _as_keywords(args: tuple, kwargs: dict) -> dict[str, Any]:
+    """DataLoader's arguments, positional ones included (`StreamingDataLoader(ds, 32)`), by name."""
+    names = list(inspect.signature(DataLoader.__init__).parameters)[1:]
+    if len(args) > len(names):
+        raise TypeError(f"StreamingDataLoader takes at most {len(names)} positional arguments ({len(args)} given)")
+    clash = [name for name in names[:len(args)] if name in kwargs]
+    if clash:
+        raise TypeError(f"StreamingDataLoader got multiple values for argument {clash[0]!r}")
+    return {**dict(zip(names, args)), **kwargs}
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        batched = kwargs.get("batch_size", 1) is not None and len(args) < 2
+        kwargs = _as_keywords(args, kwargs)
+        batched = kwargs.get("batch_size", 1) is not None
         if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
             kwargs["collate_fn"] = _collate_read_only
         kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
         self._worker_batches = None
-        dataset = args[0] if args else kwargs.get("dataset")
+        dataset = kwargs.get("dataset")
         if (batched and kwargs.get("num_workers", 0) > 0 and getattr(dataset, "can_batch_in_workers", bool)()
                 and not any(kwargs.get(k) for k in ("sampler", "batch_sampler", "shuffle"))):
             # workers make whole batches (batch_reads.py): torch gets batch_size=None and passes
@@ -174,11 +187,11 @@ class StreamingDataLoader(DataLoader):
             size, drop_last = kwargs.pop("batch_size", 1), kwargs.pop("drop_last", False)
             collate = kwargs["collate_fn"]
             self._worker_batches = WorkerBatches(size, drop_last, collate, reads_rows=collate is _collate_read_only)
-            super().__init__(*args, batch_size=None, **{**kwargs, "collate_fn": _batch_made_in_worker})
+            super().__init__(batch_size=None, **{**kwargs, "collate_fn": _batch_made_in_worker})
             object.__setattr__(self, "batch_size", size)  # DataLoader refuses a plain set after init
             object.__setattr__(self, "drop_last", drop_last)
         else:
-            super().__init__(*args, **kwargs)
+            super().__init__(**kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 
     def __iter__(self) -> Iterator[Any]:

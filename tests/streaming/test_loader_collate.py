@@ -44,3 +44,25 @@ def test_collate_matches_default_collate_in_workers_and_in_process(tmp_path):
                     assert batch[key].dtype == want[key].dtype and torch.equal(batch[key], want[key]), key
                 else:
                     assert batch[key] == want[key], key
+
+
+def test_positional_arguments_mean_what_they_mean_to_torch(tmp_path):
+    import pytest
+
+    with MDSWriter(out=str(tmp_path / "data"), columns={"x": "ndarray:int32:16"}) as writer:
+        for i in range(64):
+            writer.write({"x": np.full(16, i, dtype=np.int32)})
+
+    def batches(*args, **kw):
+        dataset = StreamingDataset(local=str(tmp_path / "data"), shuffle=True, batch_size=8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the read-only-safe collate, not torch's warning one
+            loader = StreamingDataLoader(dataset, *args, **kw)
+            return loader, [b["x"][:, 0].tolist() for b in loader]
+
+    by_name = batches(batch_size=8, num_workers=2)[1]
+    loader, by_position = batches(8, False, None, None, 2)
+    assert (loader.batch_size, loader.num_workers) == (8, 2)
+    assert by_position == by_name and len(by_name) == 8
+    with pytest.raises(TypeError, match="multiple values for argument 'batch_size'"):
+        StreamingDataLoader(StreamingDataset(local=str(tmp_path / "data"), batch_size=8), 8, batch_size=8)
