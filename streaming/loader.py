@@ -148,13 +148,6 @@ def _stop_workers_at_exit() -> None:
 atexit.register(_stop_workers_at_exit)
 
 
-def _workers_gone(pids: list[int], frozen: bool) -> None:
-    """A DataLoader iterator whose workers were started is gone, and its workers with it."""
-    batch_ring.forget_rings(pids)
-    if frozen:
-        fork_gc.release()
-
-
 def _batch_made_in_worker(batch: Any) -> Any:
     """The collate torch applies to what a worker's dataset yields: a batch, collated already."""
     return batch
@@ -209,7 +202,9 @@ class StreamingDataLoader(DataLoader):
                 starting.enter_context(self.dataset.planned_for_workers(self.num_workers))
             if starts_workers and self._worker_batches is not None:
                 starting.enter_context(self.dataset.batched_in_workers(self._worker_batches))
-            frozen = starts_workers and self._forks_workers() and fork_gc.hold()
+            frozen = self.num_workers > 0 and self._forks_workers()
+            if frozen:
+                fork_gc.hold()
             try:
                 batches = super().__iter__()
             except BaseException:
@@ -218,8 +213,11 @@ class StreamingDataLoader(DataLoader):
                 raise
         if starts_workers:
             _LIVE_WORKERS.add(batches)
-            weakref.finalize(batches, _workers_gone, [w.pid for w in batches._workers], frozen)
-        return self._counted(batches)
+            weakref.finalize(batches, batch_ring.forget_rings, [w.pid for w in batches._workers])
+        counted = self._counted(batches)
+        if frozen:  # this epoch's iteration is finished or dropped, started or not: thaw
+            weakref.finalize(counted, fork_gc.release)
+        return counted
 
     def _forks_workers(self) -> bool:
         context = self.multiprocessing_context or torch.multiprocessing.get_context()

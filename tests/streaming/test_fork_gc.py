@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 import pytest
 
-from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, fork_gc
 
 
 class _Node:
@@ -25,10 +25,10 @@ def data(tmp_path):
 
 @pytest.fixture
 def thawed():
-    gc.collect()  # a loader an earlier test left for the collector
-    assert gc.get_freeze_count() == 0
+    gc.collect()  # an epoch an earlier test left for the collector
+    assert fork_gc._holders == 0 and gc.get_freeze_count() == 0
     yield
-    gc.unfreeze()
+    gc.unfreeze()  # the test's own freeze
 
 
 def _loader(data, **kw):
@@ -57,13 +57,18 @@ def test_two_loaders_thaw_when_the_last_one_stops(data, thawed):
     assert gc.get_freeze_count() == 0
 
 
-def test_persistent_workers_keep_it_until_the_loader_goes(data, thawed):
+def test_persistent_workers_hold_it_for_each_epoch(data, thawed):
     loader = _loader(data, multiprocessing_context="fork", persistent_workers=True)
     for _ in range(2):
-        assert len(list(loader)) == 10
-        assert gc.get_freeze_count() > 0
-    del loader
-    gc.collect()
+        during = [gc.get_freeze_count() for _ in loader]
+        assert len(during) == 10 and min(during) > 0
+        assert gc.get_freeze_count() == 0  # between epochs, workers alive or not
+
+
+def test_an_epoch_never_started_still_thaws(data, thawed):
+    batches = iter(_loader(data, multiprocessing_context="fork"))
+    assert gc.get_freeze_count() > 0
+    del batches
     assert gc.get_freeze_count() == 0
 
 
