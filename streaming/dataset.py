@@ -182,9 +182,7 @@ class StreamingDataset(IterableDataset):
         index = int(index)
         if index < 0:
             index += self.num_samples
-        if not 0 <= index < self.num_samples:
-            raise IndexError(f"sample {index} out of range for {self.num_samples} samples")
-        return self.get_item(index)
+        return self.get_item(index)  # checks the range
 
     def get_item(self, index: int) -> Any:
         """The stored sample `index`, decoded (no transform a subclass adds in `__getitem__`)."""

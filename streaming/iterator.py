@@ -174,8 +174,10 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
     batch needs is open while it is made; a shard is closed once a batch past its last use starts."""
     shards, offsets = plan.shards, plan.offsets
     total = len(shards)
+    if total == 0:
+        return
     size = int(batches.size)
-    walk = _Progress(plan, source) if total else None
+    walk = _Progress(plan, source)
     readers: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
 
@@ -185,7 +187,7 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
     finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
-        use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist())) if walk else []
+        use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist()))
         k = 0
         told = 0
         for begin in range(0, total, size):
@@ -207,5 +209,4 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
             yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get)
         finished = True
     finally:
-        if walk is not None:
-            walk.finish(finished, readers)
+        walk.finish(finished, readers)
