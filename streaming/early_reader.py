@@ -1,32 +1,42 @@
-"""A shard's reader that starts before the shard is decompressed.
+"""A shard's reader that starts before the shard is local and whole.
 
-A compressed shard written by Foundry is seekable (format.zstd_seekable): while the prefetcher
-decompresses it whole in the background, the reader takes its first samples straight from the
-compressed file, one frame at a time, and moves to the decompressed file as soon as it is there.
-The first sample of an epoch then waits for one frame, not for the whole shard. Reading from frames
-is bounded: once its frames decompressed add up to `FRAME_BUDGET` times the shard, the reader waits
-for the whole shard instead, so no shard costs much more than `1 + FRAME_BUDGET` decompressions.
+Two kinds of early reader take a shard's first samples while the cache makes it whole in the
+background, and this one moves to the whole file as soon as it is there:
+- a compressed shard written by Foundry is seekable (format.zstd_seekable): samples come from its
+  compressed file one frame at a time (format.framed_reader) while it is decompressed;
+- an uncompressed shard of a remote store: samples come from ranged reads of its blocks
+  (format.ranged_reader) while it downloads.
+The first sample of an epoch then waits for one frame or one block, not for the whole shard.
+Early reading is bounded: once the early reader has spent its budget (frames decompressed, blocks
+fetched), this reader waits for the whole shard instead, so no shard costs much more than its
+own decompression or download.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-FRAME_BUDGET = 2
+from foundry.plugins.errors import FoundryError
+
+FRAME_BUDGET = 2  # frames decompressed early, in shards' worth: up to 1 + 2 decompressions a shard
+BLOCK_BUDGET = 0.25  # blocks fetched early, in shards' worth: the download runs on the same link
 
 
 class EarlyShardReader:
-    def __init__(self, framed: Any, ready: Callable[[], bool], open_whole: Callable[[], Any]):
-        self._framed = framed  # format.framed_reader.FramedMDSReader
+    def __init__(self, early: Any, ready: Callable[[], bool], open_whole: Callable[[], Any], *,
+                 budget: int, spent: Callable[[], int], on_whole: Callable[[Any], None] | None = None):
+        self._early = early  # format.framed_reader.FramedMDSReader or format.ranged_reader.RangedMDSReader
         self._ready = ready
         self._open_whole = open_whole
-        self.budget = int(FRAME_BUDGET * framed.frames)  # frames to decompress before waiting
+        self.budget = budget
+        self._spent = spent
+        self._on_whole = on_whole  # called with the whole shard's reader before it takes over
         self._whole: Any = None
         self.early_samples = 0
 
     @property
     def settled(self) -> bool:
-        """Reading from the decompressed file now (the iterator then calls it directly)."""
+        """Reading from the whole file now (the iterator then calls it directly)."""
         return self._whole is not None
 
     @property
@@ -35,14 +45,26 @@ class EarlyShardReader:
 
     def _sample(self, i: int) -> Any:
         if self._whole is None:
-            if self._framed.frames_decompressed < self.budget and not self._ready():
-                self.early_samples += 1
-                return self._framed.get_sample(i)
-            self._whole = self._open_whole()  # waits for the shard once the budget is spent
-            self._framed.close()
+            if self._spent() < self.budget and not self._ready():
+                try:
+                    sample = self._early.get_sample(i)
+                except FoundryError:  # a read failed or a block is bad: the whole shard decides
+                    self.budget = 0
+                else:
+                    self.early_samples += 1
+                    return sample
+            whole = self._open_whole()  # waits for the shard once the budget is spent
+            try:
+                if self._on_whole is not None:
+                    self._on_whole(whole)
+            except BaseException:
+                whole.close()
+                raise
+            self._whole = whole
+            self._early.close()
         return self._whole.get_sample(i)
 
     def close(self) -> None:
-        self._framed.close()
+        self._early.close()
         if self._whole is not None:
             self._whole.close()

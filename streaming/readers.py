@@ -7,10 +7,11 @@ import os
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
-from foundry.plugins.errors import DataError
+from foundry.plugins.errors import DataError, FoundryError
 
 from .format import refuse_unsafe
 from .format.framed_reader import FramedMDSReader
+from .format.ranged_reader import RangedMDSReader
 
 
 class ReaderPool:
@@ -66,6 +67,22 @@ class ReaderPool:
         try:
             reader.get_sample_bytes(0)  # table, header and first frame; no table or a bad file: read it whole
         except DataError:
+            reader.close()
+            return None
+        return reader
+
+    def open_ranged(self, shard: int, fetch: Callable[[int, int], bytes], size: int,
+                    digests: Any) -> Any:
+        """A reader of an uncompressed MDS shard's samples from ranged reads of its remote copy
+        (format.ranged_reader), its header read; None when the header cannot be read that way."""
+        info = self._infos[shard]
+        if info.format != "mds" or info.compression:
+            return None
+        refuse_unsafe(info, self._unsafe)
+        reader = RangedMDSReader(info, fetch, size, digests)
+        try:
+            reader.read_header()
+        except FoundryError:  # unreadable that way: the whole download decides
             reader.close()
             return None
         return reader

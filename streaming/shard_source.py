@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .cache import Evictor, ShardCache, UseSchedule
+from . import early_reader
 from .early_reader import EarlyShardReader
 from .readers import ReaderPool
 
@@ -28,6 +29,9 @@ class ShardLocator:
 
     def unready_local_zip(self, shard: int):
         return self.caches[self._cache[shard]].unready_local_zip(int(self._local[shard]))
+
+    def early_ranges(self, shard: int):
+        return self.caches[self._cache[shard]].early_ranges(int(self._local[shard]))
 
     def is_ready(self, shard: int) -> bool:
         return self.caches[self._cache[shard]].is_ready(int(self._local[shard]))
@@ -47,23 +51,44 @@ class DatasetShards:
         self._lookahead = schedule.lookahead(window) if schedule is not None else 0
         self._downloaded_seen = -1
         self._opening: set[int] = set()
+        self._opened_whole = False  # some shard of this iteration was read whole
 
     def ensure(self, shard: int) -> Any:
         return self._locator.ensure(shard)
 
     def open(self, shard: int) -> Any:
-        """The shard's reader: from its compressed file's frames while it is being decompressed
-        (early_reader.py), else from the decompressed file once it is local. Not in DataLoader
-        workers: their batch needs samples of every shard at once and the node's cores are busy
-        decompressing those shards whole, so reading frames only steals from that (measured:
-        batch-256 epoch 23-26k vs 27-30k samples/s without)."""
-        zip_path = None if self._readers.in_worker() else self._locator.unready_local_zip(shard)
-        framed = self._readers.open_framed(shard, zip_path) if zip_path is not None else None
-        if framed is None:
+        """The shard's reader: an early one while the shard is being made whole (early_reader.py),
+        else the whole local file's. Not in DataLoader workers: their batch needs samples of every
+        shard at once and the node's cores are busy making those shards whole, so early reads only
+        steal from that (measured with frames: batch-256 epoch 23-26k vs 27-30k samples/s without)."""
+        early = None if self._readers.in_worker() else self._open_early(shard)
+        return early if early is not None else self._open_whole(shard)
+
+    def _open_early(self, shard: int) -> EarlyShardReader | None:
+        def ready() -> bool:
+            return self._locator.is_ready(shard)
+
+        def whole() -> Any:
             return self._open_whole(shard)
-        return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard))
+
+        zip_path = self._locator.unready_local_zip(shard)
+        if zip_path is not None:
+            framed = self._readers.open_framed(shard, zip_path)
+            if framed is None:
+                return None
+            return EarlyShardReader(framed, ready, whole, budget=int(early_reader.FRAME_BUDGET * framed.frames),
+                                    spent=lambda: framed.frames_decompressed)
+        if self._opened_whole:  # ranged reads are for a cold start; later they would only share the link
+            return None
+        ranges = self._locator.early_ranges(shard)
+        ranged = self._readers.open_ranged(shard, *ranges) if ranges is not None else None
+        if ranged is None:
+            return None
+        return EarlyShardReader(ranged, ready, whole, budget=max(2, int(early_reader.BLOCK_BUDGET * ranged.blocks)),
+                                spent=lambda: ranged.blocks_fetched, on_whole=lambda w: ranged.check_against(w.path))
 
     def _open_whole(self, shard: int) -> Any:
+        self._opened_whole = True
         self._opening.add(shard)  # not evicted between being made local and being mapped
         try:
             return self._readers.open(shard)

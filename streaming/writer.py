@@ -22,6 +22,7 @@ from foundry.plugins.errors import ConfigError, DataError
 from foundry.plugins.storage import ProgressCallback, atomic_destination
 
 from .format.compression import parse_compression
+from .format.block_digests import digests_basename
 from .format.hashing import is_hash
 from .format.index import INDEX_BASENAME, dump_index, shard_basename
 from .format import shard_files
@@ -296,8 +297,12 @@ class MDSWriter(Writer):
 
     def _write_files(self, position: int, body_path: str, sizes: list[int]) -> dict[str, Any]:
         basename = shard_basename(position, "mds")
+        # a checked, uncompressed shard gets its blocks' digests beside it (format.block_digests)
+        with_digests = not self.compression and bool(self.hashes)
         raw = shard_files.write_mds_file(os.path.join(self.local, basename), self.config_data, sizes, body_path,
-                                         self.hashes)
+                                         self.hashes, block_digests=with_digests)
+        if with_digests and self._uploader is not None:
+            self._uploader.submit(digests_basename(basename), delete_after=not self.keep_local)
         raw, zipped = self._finish_file(basename, raw)
         return {"samples": len(sizes), "raw_data": raw, "zip_data": zipped}
 

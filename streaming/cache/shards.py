@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from foundry.plugins.errors import BucketNotFoundError, DataError, FoundryError, ObjectNotFoundError, StorageError
 from foundry.plugins.retry import RetryPolicy, call_with_retries
+from foundry.streaming.format.block_digests import BlockDigests, digests_basename
 from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, stamp_as_checked, verify_file
 
 from . import decompress_slot
@@ -28,6 +29,8 @@ _STATE_DIR = ".foundry"
 _seq = itertools.count()
 # How often a process waiting for another's shard looks again: a decompression takes tens of ms.
 _LOCK_POLL_S = 0.005
+# A shard's block digests are 16 bytes per 256 KiB: 256 KiB of them would describe a 4 GiB shard.
+_MAX_DIGESTS_BYTES = 1 << 20
 
 
 def _safe(name: str) -> str:
@@ -65,6 +68,7 @@ class ShardCache:
         self.state_dir = self.local / _STATE_DIR
         self._store_obj: Any = None
         self._store_pid = -1
+        self._without_digests = False
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -206,6 +210,54 @@ class ShardCache:
             return None if self._file_complete(files[0]) else self._good_local_zip(files[0])
         except DataError:
             return None  # the reader's own ensure() raises it, with the shard's name
+
+    def early_ranges(self, i: int) -> tuple[Callable[[int, int], bytes], int, BlockDigests | None] | None:
+        """How to read shard i's blocks from a remote store while the shard is not local yet
+        (format.ranged_reader): `(fetch(start, end), size, digests)`. The digests are the block
+        digests written beside the shard, or None when the shard is not checked at all. None for a
+        shard that is local or ready, compressed, of several files, in a local folder (a copy is
+        as fast), or checked but without usable block digests: its samples wait for the whole
+        download and its hash check."""
+        files = self.files(i)
+        if (i in self._ready or self.remote is None or len(files) != 1 or files[0].zip_basename
+                or self.shards[i].format != "mds" or files[0].raw_bytes is None or not self._remote_is_far()):
+            return None
+        f = files[0]
+        if self._file_complete(f):
+            return None
+        digests = None
+        if self._hash_algo(dict(f.raw_hashes or {})) is not None:
+            digests = self._block_digests(f)
+            if digests is None:
+                return None
+        key = f.raw_basename
+
+        def fetch(start: int, end: int) -> bytes:
+            data = self.store().get_range(key, start, end)
+            self.bytes_downloaded += len(data)  # not kept in the cache, but downloaded all the same
+            return data
+
+        return fetch, f.raw_bytes, digests
+
+    def _remote_is_far(self) -> bool:
+        from foundry.plugins.storage import StorageURL
+
+        return StorageURL.parse(self.remote).scheme != "file"
+
+    def _block_digests(self, f: Any) -> BlockDigests | None:
+        """The block digests stored beside f, if they describe f as index.json does."""
+        if self._without_digests:
+            return None
+        try:
+            # a ranged read: not in line behind the downloads (`get` waits in the store's request gate)
+            data = self.store().get_range(digests_basename(f.raw_basename), 0, _MAX_DIGESTS_BYTES)
+        except ObjectNotFoundError:
+            self._without_digests = True  # written by mosaic, or without them: so are its other shards
+            return None
+        except (StorageError, OSError):
+            return None
+        found = BlockDigests.parse(data) if len(data) < _MAX_DIGESTS_BYTES else None
+        return found if found is not None and found.describes(f.raw_bytes, f.raw_hashes) else None
 
     def is_ready(self, i: int) -> bool:
         """Shard i is known (to this process) to be whole under its final name."""

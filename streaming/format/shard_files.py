@@ -17,6 +17,7 @@ import numpy as np
 from foundry.plugins.errors import DataError
 from foundry.plugins.storage import atomic_destination
 
+from .block_digests import BlockHasher, digests_basename
 from .compression import compress_file
 from .hashing import hash_file, new_hashers
 
@@ -38,23 +39,25 @@ def offsets_table(sizes: list[int], start: int, where: str) -> np.ndarray:
     return offsets.astype("<u4")
 
 
-def _write_with_body(path: str, head: bytes, body_path: str | None, algos: list[str]) -> dict[str, Any]:
+def _write_with_body(path: str, head: bytes, body_path: str | None, algos: list[str],
+                     blocks: BlockHasher | None = None) -> dict[str, Any]:
     hashers = new_hashers(algos)
+    feeds = list(hashers.values()) + ([blocks] if blocks is not None else [])  # each sees every byte
     size = len(head)
     with atomic_destination(path) as tmp, open(tmp, "wb") as out:
         out.write(head)
-        for h in hashers.values():
+        for h in feeds:
             h.update(head)
         if body_path is not None:
             with open(body_path, "rb") as body:
-                if not hashers:
+                if not feeds:
                     size += os.fstat(body.fileno()).st_size
                     _copy_plain(body, out)
                 else:
                     while chunk := body.read(_CHUNK):
                         out.write(chunk)
                         size += len(chunk)
-                        for h in hashers.values():
+                        for h in feeds:
                             h.update(chunk)
     return {"basename": None, "bytes": size, "hashes": {a: h.hexdigest() for a, h in hashers.items()}}
 
@@ -78,13 +81,20 @@ def _copy_plain(src, dst) -> None:
         dst.write(chunk)
 
 
-def write_mds_file(path: str, config: bytes, sizes: list[int], body_path: str, algos: list[str]) -> dict[str, Any]:
-    """`uint32 n, uint32 offsets[n+1], config, body` into `path`; returns {bytes, hashes}."""
+def write_mds_file(path: str, config: bytes, sizes: list[int], body_path: str, algos: list[str],
+                   block_digests: bool = False) -> dict[str, Any]:
+    """`uint32 n, uint32 offsets[n+1], config, body` into `path`; returns {bytes, hashes}. With
+    `block_digests` and a hash to check, also `<path>.blocks.json` (format.block_digests)."""
     n = len(sizes)
     start = 4 + 4 * (n + 1) + len(config)
     offsets = offsets_table(sizes, start, f"shard {os.path.basename(path)}")
     head = struct.pack("<I", n) + offsets.tobytes() + config
-    return _write_with_body(path, head, body_path, algos)
+    blocks = BlockHasher() if block_digests and algos else None
+    info = _write_with_body(path, head, body_path, algos, blocks)
+    if blocks is not None:
+        with atomic_destination(digests_basename(path)) as tmp, open(tmp, "wb") as out:
+            out.write(blocks.dump(info["bytes"], info["hashes"]))
+    return info
 
 
 def write_split_files(
