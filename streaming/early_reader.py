@@ -19,7 +19,10 @@ from typing import Any, Callable
 from foundry.plugins.errors import FoundryError
 
 FRAME_BUDGET = 2  # frames decompressed early, in shards' worth: up to 1 + 2 decompressions a shard
-BLOCK_BUDGET = 0.25  # blocks fetched early, in shards' worth: the download runs on the same link
+# Blocks fetched early, at most a quarter of the shard and this many bytes: they are downloaded
+# twice, on the link the whole shard is coming through (~128 samples of up to 16 KiB a shard).
+BLOCK_BUDGET = 0.25
+BLOCK_BUDGET_BYTES = 2 << 20
 
 
 class EarlyShardReader:
@@ -43,9 +46,20 @@ class EarlyShardReader:
     def get_sample(self) -> Callable[[int], Any]:
         return self._whole.get_sample if self._whole is not None else self._sample
 
+    def expect(self, indices: list[int]) -> None:
+        """Samples this reader will soon be asked for, in order: an early reader that can fetch
+        several at once (ranged reads) starts on them, within the budget."""
+        expect = getattr(self._early, "expect", None)
+        if self._whole is None and expect is not None and not self._ready():
+            try:
+                expect(indices, self.budget - self._spent())
+            except FoundryError:
+                self.budget = 0
+
     def _sample(self, i: int) -> Any:
         if self._whole is None:
-            if self._spent() < self.budget and not self._ready():
+            holds = getattr(self._early, "holds", None)  # read already, or on its way: costs nothing more
+            if (self._spent() < self.budget or (holds is not None and holds(i))) and not self._ready():
                 try:
                     sample = self._early.get_sample(i)
                 except FoundryError:  # a read failed or a block is bad: the whole shard decides

@@ -109,6 +109,18 @@ class _Progress:
                 pass
 
 
+# While some shard is read early, samples go out in runs of this many, and each run's samples are
+# announced to their early readers first (ranged reads fetch them at once, not one round trip each).
+EARLY_LOOKAHEAD = 32
+
+
+def _expect(early: set[int], readers: dict[int, Any], shards: list[int], indices: list[int]) -> None:
+    for sh in early:
+        wanted = [j for s, j in zip(shards, indices) if s == sh]
+        if wanted:
+            readers[sh].expect(wanted)
+
+
 def iterate(plan: EpochPlan, source: ShardSource,
             sample: Callable[[int, int], Any] | None = None) -> Iterator[Any]:
     """The plan's samples. `sample(shard, index)`, when given, makes each one instead of the
@@ -123,7 +135,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
-    early: set[int] = set()  # shards read from their compressed frames for now (early_reader.py)
+    early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
     finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
@@ -141,17 +153,21 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 early.add(shard)
             walk.after_fetch()
             heapq.heappush(closing, (last, shard))
-            for c in range(a, b, step):
-                e = min(b, c + step)
-                if c != a:
+            c = told = a
+            while c < b:
+                if c - told >= step:
                     walk.advance(c)
-                if early:  # a shard decompressed since: read it directly from now on
+                    told = c
+                e = min(b, c + (EARLY_LOOKAHEAD if early else step))
+                if early:  # a shard made whole since: read it directly from now on
                     for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
                         early.discard(sh)
                         if sh in readers and sample is None:
                             getters[sh] = readers[sh].get_sample
+                    _expect(early, readers, shard_list[c:c + EARLY_LOOKAHEAD], local_list[c:c + EARLY_LOOKAHEAD])
                 for s, j in zip(shard_list[c:e], local_list[c:e]):
                     yield getters[s](j)
+                c = e
         finished = True
     finally:
         walk.finish(finished, readers)

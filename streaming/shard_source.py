@@ -84,7 +84,8 @@ class DatasetShards:
         ranged = self._readers.open_ranged(shard, *ranges) if ranges is not None else None
         if ranged is None:
             return None
-        return EarlyShardReader(ranged, ready, whole, budget=max(2, int(early_reader.BLOCK_BUDGET * ranged.blocks)),
+        blocks = min(early_reader.BLOCK_BUDGET * ranged.blocks, early_reader.BLOCK_BUDGET_BYTES / ranged.block_bytes)
+        return EarlyShardReader(ranged, ready, whole, budget=max(2, int(blocks)),
                                 spent=lambda: ranged.blocks_fetched, on_whole=lambda w: ranged.check_against(w.path))
 
     def _open_whole(self, shard: int) -> Any:

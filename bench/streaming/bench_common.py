@@ -218,6 +218,9 @@ def timed_epoch(iterable, batched: bool) -> dict:
     t0 = time.perf_counter()
     first = first_wall = None
     n = 0
+    marks = {}  # samples -> seconds until that many had come (a first training batch, not only a sample)
+    pending = [256, 32]
+    mark = pending.pop()
     for item in iterable:
         if first is None:
             first = time.perf_counter() - t0
@@ -227,7 +230,13 @@ def timed_epoch(iterable, batched: bool) -> dict:
             n += len(v)
         else:
             n += 1
-    out = {"seconds": time.perf_counter() - t0, "samples": n, "first_sample_s": first}
+        if n >= mark:  # one comparison a sample, as before
+            now = time.perf_counter() - t0
+            while n >= mark:
+                marks[mark] = now
+                mark = pending.pop() if pending else float("inf")
+    out = {"seconds": time.perf_counter() - t0, "samples": n, "first_sample_s": first,
+           "first_32_s": marks.get(32), "first_256_s": marks.get(256)}
     if os.environ.get("BENCH_SPAWNED_AT") and first_wall is not None:
         # from the moment run.py started this process: the interpreter, every import, then the sample
         out["from_spawn_s"] = first_wall - float(os.environ["BENCH_SPAWNED_AT"])

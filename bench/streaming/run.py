@@ -225,7 +225,7 @@ def main() -> None:
             for s in sides:
                 for key in ("plain_sps", "loader_sps", "loader256_sps", "loader_steady_sps", "loader256_steady_sps", "first", "spawn_first", "rss", "anon",
                             "resume", "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s",
-                            "cold_spawn_first_s", "one_shard_s"):
+                            "cold_spawn_first_s", "cold_first32_s", "cold_first256_s", "one_shard_s"):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             for s in sides:
                 r[s]["tree_floor"] = floors.get(s)
@@ -258,6 +258,9 @@ def cold_epochs(s3: dict, a, data: Path, wl: str, dirs: dict, r: dict) -> None:
                 continue
             r[s].setdefault("cold_sps_all", []).append(res["samples"] / res["seconds"])
             r[s].setdefault("cold_first_s_all", []).append(res["first_sample_s"] + res.get("setup_s", 0))
+            for k in (32, 256):
+                if res.get(f"first_{k}_s") is not None:
+                    r[s].setdefault(f"cold_first{k}_s_all", []).append(res[f"first_{k}_s"] + res.get("setup_s", 0))
             r[s].setdefault("cold_spawn_first_s_all", []).append(res.get("from_spawn_s"))
             r[s]["cold_bytes"] = du_bytes(cache)
             r[s]["store_bytes"] = du_bytes(dirs[s])
@@ -323,6 +326,8 @@ def table(results: dict) -> str:
             ("  the same from the process's start (interpreter and imports too), s", "spawn_first", False),
             (f"time to first sample{at}, s" if at else "time to first sample (cold), s", "cold_first_s", False),
             ("  the same from the process's start, s", "cold_spawn_first_s", False),
+            (f"time to the first 32 samples{at}, s", "cold_first32_s", False),
+            (f"time to the first 256 samples{at}, s", "cold_first256_s", False),
             (f"one shard's download{at}, s", "one_shard_s", None),
             ("resume at 75% -> first sample, s", "resume", False), ("peak RSS incl. mapped shard pages (plain epoch), MB", "rss", False),
             ("peak anonymous memory (plain epoch), MB", "anon", False),

@@ -12,6 +12,7 @@ import itertools
 import mmap
 import os
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -20,6 +21,7 @@ from filelock import FileLock, Timeout
 from foundry.plugins.errors import BucketNotFoundError, DataError, FoundryError, ObjectNotFoundError, StorageError
 from foundry.plugins.retry import RetryPolicy, call_with_retries
 from foundry.streaming.format.block_digests import BlockDigests, digests_basename
+from foundry.streaming.format.ranged_reader import reads as ranged_reads
 from foundry.streaming.format.hashing import check_shard_file, hash_bytes, pick_hash, stamp_as_checked, verify_file
 
 from . import decompress_slot
@@ -29,8 +31,8 @@ _STATE_DIR = ".foundry"
 _seq = itertools.count()
 # How often a process waiting for another's shard looks again: a decompression takes tens of ms.
 _LOCK_POLL_S = 0.005
-# A shard's block digests are 16 bytes per 256 KiB: 256 KiB of them would describe a 4 GiB shard.
-_MAX_DIGESTS_BYTES = 1 << 20
+# A shard's block digests are 16 bytes per 16 KiB: 4 MiB of them describe a 4 GiB shard.
+_MAX_DIGESTS_BYTES = 8 << 20
 
 
 def _safe(name: str) -> str:
@@ -211,10 +213,11 @@ class ShardCache:
         except DataError:
             return None  # the reader's own ensure() raises it, with the shard's name
 
-    def early_ranges(self, i: int) -> tuple[Callable[[int, int], bytes], int, BlockDigests | None] | None:
+    def early_ranges(self, i: int) -> tuple[Callable[[int, int], bytes], int, Future | None] | None:
         """How to read shard i's blocks from a remote store while the shard is not local yet
-        (format.ranged_reader): `(fetch(start, end), size, digests)`. The digests are the block
-        digests written beside the shard, or None when the shard is not checked at all. None for a
+        (format.ranged_reader): `(fetch(start, end), size, digests)`. The digests are a Future of
+        the block digests written beside the shard (None in it when there are none that describe
+        it), or None when the shard is not checked at all. None for a
         shard that is local or ready, compressed, of several files, in a local folder (a copy is
         as fast), or checked but without usable block digests: its samples wait for the whole
         download and its hash check."""
@@ -227,9 +230,9 @@ class ShardCache:
             return None
         digests = None
         if self._hash_algo(dict(f.raw_hashes or {})) is not None:
-            digests = self._block_digests(f)
-            if digests is None:
+            if self._without_digests:
                 return None
+            digests = ranged_reads().submit(self._block_digests, f)  # while the header is read
         key = f.raw_basename
 
         def fetch(start: int, end: int) -> bytes:

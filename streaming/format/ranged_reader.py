@@ -3,9 +3,11 @@
 For the first samples of a cold epoch: the whole shard downloads in the background meanwhile
 (cache.prefetch), and early_reader.EarlyShardReader moves to the local file once it is there.
 Reads are whole blocks (format.block_digests' size), each checked against its digest before a
-sample is decoded from it when the shard is checked at all. The blocks read are kept, and
-compared with the local file when it takes over, so a shard replaced in the store between the
-two reads is an error, not a silent mix of two versions of it.
+sample is decoded from it when the shard is checked at all. `expect(indices)` fetches the blocks
+of samples the reader will soon be asked for, several requests at once: across a WAN each read
+is a round trip, so a batch read one sample at a time would take longer than the whole shard.
+The blocks read are kept, and compared with the local file when it takes over, so a shard
+replaced in the store between the two reads is an error, not a silent mix of two versions of it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import math
 import os
 import struct
-from typing import Any, Callable
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterable
 
 from foundry.plugins.errors import DataError
 
@@ -21,20 +25,41 @@ from .block_digests import BLOCK_BYTES, BlockDigests
 from .index import ShardInfo
 from .reader import MDSShardReader
 
+CONCURRENT_READS = 8  # ranged reads in flight at once, per process (the S3 client's pool holds 16)
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def reads() -> ThreadPoolExecutor:
+    """The process's pool for ranged reads (a forked child makes its own: the parent's threads
+    are not in it)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(CONCURRENT_READS, thread_name_prefix="foundry-ranged"))
+        return _pool[1]
+
 
 class RangedMDSReader(MDSShardReader):
     def __init__(self, info: ShardInfo, fetch: Callable[[int, int], bytes], size: int,
-                 digests: BlockDigests | None = None):
+                 digests: BlockDigests | Future | None = None):
+        """`digests`: the shard's block digests, or a Future of them (read at the same time as the
+        header: across a WAN one round trip less before the first sample); None: nothing is checked."""
         super().__init__(info, info.raw_basename)
         self._fetch = fetch  # (start, end) -> the stored bytes in [start, end)
         self._size = size
         self._digests = digests
-        self._block_bytes = digests.block_bytes if digests is not None else BLOCK_BYTES
+        self._block_bytes = BLOCK_BYTES if digests is None or isinstance(digests, Future) else digests.block_bytes
         self._kept: dict[int, bytes] = {}
+        self._coming: dict[int, Future] = {}  # block -> the read that brings it (expect)
         self.blocks_fetched = 0
 
     def __getstate__(self) -> dict:
         raise TypeError("a RangedMDSReader is not sent to other processes")
+
+    @property
+    def block_bytes(self) -> int:
+        return self._block_bytes
 
     @property
     def blocks(self) -> int:
@@ -59,24 +84,73 @@ class RangedMDSReader(MDSShardReader):
             return b""
         size = self._block_bytes
         first, last = begin // size, (end - 1) // size
+        for b in range(first, last + 1):
+            coming = self._coming.pop(b, None)
+            if coming is not None:
+                coming.result()  # its failure is this read's
         missing = [b for b in range(first, last + 1) if b not in self._kept]
         if missing:
-            start, stop = missing[0] * size, min(self._size, (missing[-1] + 1) * size)
-            data = self._fetch(start, stop)
-            if len(data) != stop - start:
-                raise DataError(f"shard {self.path} in the store changed or is truncated "
-                                f"(bytes {start}-{stop} gave {len(data)})")
-            for b in range(missing[0], missing[-1] + 1):
-                block = data[b * size - start:min(stop, (b + 1) * size) - start]
-                if self._digests is not None and not self._digests.matches(b, block):
-                    raise DataError(f"block {b} of shard {self.path} in the store does not match its digest")
-                self._kept[b] = block
             self.blocks_fetched += missing[-1] + 1 - missing[0]
+            self._fetch_blocks(missing[0], missing[-1] + 1)
         if first == last:
             block = self._kept[first]
             return block[begin - first * size:end - first * size]
         joined = b"".join(self._kept[b] for b in range(first, last + 1))
         return joined[begin - first * size:end - first * size]
+
+    def _fetch_blocks(self, first: int, stop_block: int) -> None:
+        """Fetch blocks [first, stop_block) in one ranged read, check each, keep them."""
+        size = self._block_bytes
+        start, stop = first * size, min(self._size, stop_block * size)
+        data = self._fetch(start, stop)
+        if len(data) != stop - start:
+            raise DataError(f"shard {self.path} in the store changed or is truncated "
+                            f"(bytes {start}-{stop} gave {len(data)})")
+        digests = self._checked_against()
+        for b in range(first, stop_block):
+            block = data[b * size - start:min(stop, (b + 1) * size) - start]
+            if digests is not None and not digests.matches(b, block):
+                raise DataError(f"block {b} of shard {self.path} in the store does not match its digest")
+            self._kept[b] = block
+
+    def _checked_against(self) -> BlockDigests | None:
+        digests = self._digests
+        if isinstance(digests, Future):
+            digests = digests.result()
+            if digests is None or digests.block_bytes != self._block_bytes:
+                raise DataError(f"shard {self.path} has no usable block digests beside it")
+            self._digests = digests
+        return digests
+
+    def holds(self, i: int) -> bool:
+        """Sample `i`'s blocks are read, or being read."""
+        if self._offsets is None or not 0 <= i < self.info.samples:
+            return False
+        size, offsets = self._block_bytes, self._offsets
+        return all(b in self._kept or b in self._coming
+                   for b in range(offsets[i] // size, max(offsets[i], offsets[i + 1] - 1) // size + 1))
+
+    def expect(self, indices: Iterable[int], limit: int) -> None:
+        """Start reading the blocks of samples `indices` (at most `limit` blocks), several at once."""
+        if self._offsets is None:
+            self._ensure()
+        size, offsets = self._block_bytes, self._offsets
+        wanted: dict[int, None] = {}  # in the order the samples come, so the budget goes to the first
+        for i in indices:
+            for b in range(offsets[i] // size, max(offsets[i], offsets[i + 1] - 1) // size + 1):
+                if b not in self._kept and b not in self._coming:
+                    wanted[b] = None
+        runs: list[list[int]] = []  # in the samples' order, the first needed first; adjacent blocks in one read
+        for b in list(wanted)[:max(0, limit)]:
+            if runs and runs[-1][-1] == b - 1:
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        for run in runs:
+            future = reads().submit(self._fetch_blocks, run[0], run[-1] + 1)
+            self.blocks_fetched += len(run)
+            for b in run:
+                self._coming[b] = future
 
     def get_sample_bytes(self, i: int) -> bytes:
         if self._offsets is None:
@@ -91,12 +165,15 @@ class RangedMDSReader(MDSShardReader):
         """Raise a DataError unless every block read here is the same in the local file."""
         size = self._block_bytes
         with open(path, "rb") as f:
-            for b, block in sorted(self._kept.items()):
+            for b, block in sorted(list(self._kept.items())):  # blocks still on their way are never served
                 if os.pread(f.fileno(), len(block), b * size) != block:
                     raise DataError(f"shard {self.path} changed in the store while it was being read "
                                     f"(block {b} differs from the copy downloaded after it)",
                                     hint="a dataset's shards and index.json must not be rewritten while it is read")
 
     def close(self) -> None:
+        for coming in self._coming.values():
+            coming.cancel()
+        self._coming = {}
         self._kept = {}
         self._offsets = None

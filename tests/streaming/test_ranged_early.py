@@ -20,7 +20,7 @@ from foundry.streaming.format.block_digests import BLOCK_BYTES, BlockDigests, Bl
 from foundry.streaming.format.ranged_reader import RangedMDSReader
 
 COLUMNS = {"id": "int", "tokens": "ndarray:int32"}
-N = 1200  # three shards of ~2 MiB, each 8 blocks
+N = 3000  # three shards of ~2 MiB, 128 blocks each: 32 may be read early
 
 
 def _sample(i: int, version: int = 0) -> dict:
@@ -56,8 +56,6 @@ def held_downloads(monkeypatch):
 
     monkeypatch.setattr(shards_module.ShardCache, "_fetch", held)
     monkeypatch.setattr(RangedMDSReader, "__init__", recorded)
-    # these shards are small (8 blocks) and read shuffled: a shard's worth, not the default quarter
-    monkeypatch.setattr(early_module, "BLOCK_BUDGET", 1.0)
     yield release, made
     release.set()  # a failed test leaves no download held
 
@@ -132,6 +130,19 @@ def test_first_samples_come_from_ranged_reads_before_the_download(tmp_path, logg
     assert not list((tmp_path / "cache").glob("*.blocks.json"))  # read into memory, never cached
 
 
+def test_the_next_samples_are_fetched_together(tmp_path, logged, held_downloads):
+    """Across a WAN each ranged read is a round trip: the blocks of the samples coming next are
+    asked for at once, not as each sample is reached."""
+    release, made = held_downloads
+    _write(tmp_path / "remote")
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
+    first = next(it)
+    # one shard is open: without the look-ahead, its header's block and the first sample's (<= 2)
+    assert len(made) == 1 and made[0].blocks_fetched >= 5
+    release.set()
+    _check([first] + list(it))
+
+
 def test_early_reading_is_bounded_then_waits_for_the_download(tmp_path, logged, held_downloads, monkeypatch):
     release, made = held_downloads
     monkeypatch.setattr(early_module, "BLOCK_BUDGET", 0.0)  # the header's block is at least 2
@@ -151,10 +162,9 @@ def test_a_block_that_fails_its_digest_is_never_served(tmp_path, logged, held_do
     _write(tmp_path / "remote")
     first = _shards(tmp_path / "remote")[0]
     path = tmp_path / "remote" / first
-    raw = bytearray(path.read_bytes())
-    for b in range(1, len(raw) // BLOCK_BYTES):  # every block past the header's, keeping the size
-        raw[b * BLOCK_BYTES + 100] ^= 0xFF
-    path.write_bytes(bytes(raw))
+    raw = np.frombuffer(path.read_bytes(), np.uint8).copy()
+    raw[BLOCK_BYTES:] ^= 0xFF  # every sample past the header's block, keeping the size
+    path.write_bytes(raw.tobytes())
     it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
     threading.Timer(0.5, release.set).start()
     got = []
@@ -171,8 +181,11 @@ def test_digests_of_another_version_are_not_used(tmp_path, logged, held_download
     for name in _shards(tmp_path / "remote"):  # same sizes, other bytes: digests of the older shards
         (tmp_path / "remote" / digests_basename(name)).write_bytes((tmp_path / "older" / digests_basename(name)).read_bytes())
     threading.Timer(0.5, release.set).start()
-    got = list(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
-    assert not made and len(got) == N
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
+    got = [next(it)]
+    assert release.is_set()  # the first sample waited for its shard's download
+    got += list(it)
+    assert len(got) == N
     _check(got)
 
 
@@ -210,8 +223,11 @@ def test_checked_shards_without_digests_wait_for_the_download(tmp_path, logged, 
     for p in (tmp_path / "remote").glob("*.blocks.json"):
         p.unlink()
     threading.Timer(0.5, release.set).start()
-    got = list(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
-    assert not made and len(got) == N
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
+    got = [next(it)]
+    assert release.is_set()  # the first sample waited for its shard's download
+    got += list(it)
+    assert len(got) == N
     _check(got)
 
 
@@ -224,7 +240,7 @@ def test_early_samples_from_seaweedfs(s3_bucket, tmp_path, held_downloads):
             w.write(_sample(i))
     it = iter(_open(url, tmp_path / "cache"))
     got = [next(it) for _ in range(6)]
-    assert made and all(r._digests is not None for r in made) and sum(r.blocks_fetched for r in made) >= 1
+    assert made and all(r._checked_against() is not None for r in made) and sum(r.blocks_fetched for r in made) >= 1
     release.set()
     got += list(it)
     assert sorted(_ids(got)) == list(range(N))
