@@ -20,9 +20,10 @@ from foundry.plugins.errors import FoundryError
 
 FRAME_BUDGET = 2  # frames decompressed early, in shards' worth: up to 1 + 2 decompressions a shard
 # Blocks fetched early, at most a quarter of the shard and this many bytes: they are downloaded
-# twice, on the link the whole shard is coming through (~128 samples of up to 16 KiB a shard).
+# twice, on the link the whole shard is coming through. A shuffle that mixes shards (mosaic's)
+# draws a first batch of 256 from every shard in its block: ~170 samples of up to 16 KiB a shard.
 BLOCK_BUDGET = 0.25
-BLOCK_BUDGET_BYTES = 2 << 20
+BLOCK_BUDGET_BYTES = 4 << 20
 
 
 class EarlyShardReader:

@@ -51,6 +51,10 @@ class ShardSource(Protocol):
         shards not to delete and the reader's position at the moment it is called (eviction may
         wait for another process). A source without a limit does nothing."""
 
+    def open_soon(self, shards: list[int]) -> None:
+        """Shards `open` will be asked for next, while shards are read early: a source that opens
+        early readers with round trips may start on them now. Others do nothing."""
+
 
 class _NoPrefetch:
     """Every shard is already local: nothing to fetch ahead."""
@@ -112,6 +116,10 @@ class _Progress:
 # While some shard is read early, samples go out in runs of this many, and each run's samples are
 # announced to their early readers first (ranged reads fetch them at once, not one round trip each).
 EARLY_LOOKAHEAD = 32
+# And the shards first needed within this many samples of one read early are opened together, up to
+# this many at once (each open is a round trip or two: its header, its block digests).
+EARLY_SPAN = 256
+OPEN_AHEAD = 3
 
 
 def _expect(early: set[int], readers: dict[int, Any], shards: list[int], indices: list[int]) -> None:
@@ -140,7 +148,8 @@ def iterate(plan: EpochPlan, source: ShardSource,
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         firsts = walk.use_first.tolist() + [total]
-        for k, (shard, last) in enumerate(zip(walk.use_shards.tolist(), walk.use_last.tolist())):
+        use_list = walk.use_shards.tolist()
+        for k, (shard, last) in enumerate(zip(use_list, walk.use_last.tolist())):
             a, b = firsts[k], firsts[k + 1]
             while closing and closing[0][0] < a:
                 _, done = heapq.heappop(closing)
@@ -151,6 +160,9 @@ def iterate(plan: EpochPlan, source: ShardSource,
             getters[shard] = reader.get_sample if sample is None else functools.partial(sample, shard)
             if not getattr(reader, "settled", True):
                 early.add(shard)
+            if early:  # the next shards the first samples need, opened at once
+                soon = firsts[k + 1:k + 1 + OPEN_AHEAD]
+                source.open_soon([sh for sh, f in zip(use_list[k + 1:k + 1 + OPEN_AHEAD], soon) if f < a + EARLY_SPAN])
             walk.after_fetch()
             heapq.heappush(closing, (last, shard))
             c = told = a

@@ -6,6 +6,7 @@ the evictor with the epoch's use schedule, so `iterator.py` needs nothing from `
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -13,7 +14,13 @@ import numpy as np
 from .cache import Evictor, ShardCache, UseSchedule
 from . import early_reader
 from .early_reader import EarlyShardReader
+from .format.ranged_reader import reads as ranged_reads
 from .readers import ReaderPool
+
+
+# Early readers opened in the background at once, at most: each waits in the ranged-read pool for
+# its block digests, which must find a thread free there (format.ranged_reader.CONCURRENT_READS).
+OPEN_AHEAD_MAX = 3
 
 
 class ShardLocator:
@@ -52,32 +59,43 @@ class DatasetShards:
         self._downloaded_seen = -1
         self._opening: set[int] = set()
         self._opened_whole = False  # some shard of this iteration was read whole
+        self._soon: dict[int, Future] = {}  # shard -> its early reader being opened (open_soon)
 
     def ensure(self, shard: int) -> Any:
         return self._locator.ensure(shard)
+
+    def open_soon(self, shards: list[int]) -> None:
+        """Start opening these shards' ranged early readers in the background (open takes them)."""
+        if self._readers.in_worker() or self._opened_whole:
+            return
+        for shard in shards:
+            if shard not in self._soon and len(self._soon) < OPEN_AHEAD_MAX:
+                self._soon[shard] = ranged_reads().submit(self._open_early_ranged, shard)
 
     def open(self, shard: int) -> Any:
         """The shard's reader: an early one while the shard is being made whole (early_reader.py),
         else the whole local file's. Not in DataLoader workers: their batch needs samples of every
         shard at once and the node's cores are busy making those shards whole, so early reads only
         steal from that (measured with frames: batch-256 epoch 23-26k vs 27-30k samples/s without)."""
-        early = None if self._readers.in_worker() else self._open_early(shard)
+        soon = self._soon.pop(shard, None)
+        if soon is not None:
+            early = soon.result()
+        else:
+            early = None if self._readers.in_worker() else self._open_early(shard)
         return early if early is not None else self._open_whole(shard)
 
     def _open_early(self, shard: int) -> EarlyShardReader | None:
-        def ready() -> bool:
-            return self._locator.is_ready(shard)
-
-        def whole() -> Any:
-            return self._open_whole(shard)
-
         zip_path = self._locator.unready_local_zip(shard)
         if zip_path is not None:
             framed = self._readers.open_framed(shard, zip_path)
             if framed is None:
                 return None
-            return EarlyShardReader(framed, ready, whole, budget=int(early_reader.FRAME_BUDGET * framed.frames),
+            return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
+                                    budget=int(early_reader.FRAME_BUDGET * framed.frames),
                                     spent=lambda: framed.frames_decompressed)
+        return self._open_early_ranged(shard)
+
+    def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:
         if self._opened_whole:  # ranged reads are for a cold start; later they would only share the link
             return None
         ranges = self._locator.early_ranges(shard)
@@ -85,7 +103,8 @@ class DatasetShards:
         if ranged is None:
             return None
         blocks = min(early_reader.BLOCK_BUDGET * ranged.blocks, early_reader.BLOCK_BUDGET_BYTES / ranged.block_bytes)
-        return EarlyShardReader(ranged, ready, whole, budget=max(2, int(blocks)),
+        return EarlyShardReader(ranged, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
+                                budget=max(2, int(blocks)),
                                 spent=lambda: ranged.blocks_fetched, on_whole=lambda w: ranged.check_against(w.path))
 
     def _open_whole(self, shard: int) -> Any:

@@ -26,6 +26,9 @@ class FakeShards:
         with self._lock:
             self.ensured.append(shard)
 
+    def open_soon(self, shards):
+        pass
+
     def open(self, shard):
         fake = self
 
