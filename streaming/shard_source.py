@@ -37,6 +37,11 @@ class ShardLocator:
     def unready_local_zip(self, shard: int):
         return self.caches[self._cache[shard]].unready_local_zip(int(self._local[shard]))
 
+    @property
+    def far_remote(self) -> bool:
+        """Some stream's remote is a store that ranged reads come from (not a local folder)."""
+        return any(c.remote is not None and c.remote_is_far() for c in self.caches)
+
     def early_ranges(self, shard: int):
         return self.caches[self._cache[shard]].early_ranges(int(self._local[shard]))
 
@@ -66,7 +71,7 @@ class DatasetShards:
 
     def open_soon(self, shards: list[int]) -> None:
         """Start opening these shards' ranged early readers in the background (open takes them)."""
-        if self._readers.in_worker() or self._opened_whole:
+        if self._readers.in_worker() or self._opened_whole or not self._locator.far_remote:
             return
         for shard in shards:
             if shard not in self._soon and len(self._soon) < OPEN_AHEAD_MAX:
@@ -78,22 +83,25 @@ class DatasetShards:
         shard at once and the node's cores are busy making those shards whole, so early reads only
         steal from that (measured with frames: batch-256 epoch 23-26k vs 27-30k samples/s without)."""
         soon = self._soon.pop(shard, None)
-        if soon is not None:
-            early = soon.result()
+        if soon is not None:  # its ranged reader, being opened: or none, and then maybe frames
+            early = soon.result() or self._open_framed(shard)
         else:
             early = None if self._readers.in_worker() else self._open_early(shard)
         return early if early is not None else self._open_whole(shard)
 
     def _open_early(self, shard: int) -> EarlyShardReader | None:
-        zip_path = self._locator.unready_local_zip(shard)
-        if zip_path is not None:
-            framed = self._readers.open_framed(shard, zip_path)
-            if framed is None:
-                return None
-            return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
-                                    budget=int(early_reader.FRAME_BUDGET * framed.frames),
-                                    spent=lambda: framed.frames_decompressed)
+        if self._locator.unready_local_zip(shard) is not None:
+            return self._open_framed(shard)
         return self._open_early_ranged(shard)
+
+    def _open_framed(self, shard: int) -> EarlyShardReader | None:
+        zip_path = self._locator.unready_local_zip(shard)
+        framed = self._readers.open_framed(shard, zip_path) if zip_path is not None else None
+        if framed is None:
+            return None
+        return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
+                                budget=int(early_reader.FRAME_BUDGET * framed.frames),
+                                spent=lambda: framed.frames_decompressed)
 
     def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:
         if self._opened_whole:  # ranged reads are for a cold start; later they would only share the link

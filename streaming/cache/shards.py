@@ -223,7 +223,7 @@ class ShardCache:
         download and its hash check."""
         files = self.files(i)
         if (i in self._ready or self.remote is None or len(files) != 1 or files[0].zip_basename
-                or self.shards[i].format != "mds" or files[0].raw_bytes is None or not self._remote_is_far()):
+                or self.shards[i].format != "mds" or files[0].raw_bytes is None or not self.remote_is_far()):
             return None
         f = files[0]
         if self._file_complete(f):
@@ -242,7 +242,7 @@ class ShardCache:
 
         return fetch, f.raw_bytes, digests
 
-    def _remote_is_far(self) -> bool:
+    def remote_is_far(self) -> bool:
         from foundry.plugins.storage import StorageURL
 
         return StorageURL.parse(self.remote).scheme != "file"
