@@ -39,6 +39,11 @@ class EarlyShardReader:
         self.early_samples = 0
 
     @property
+    def reads_ahead(self) -> bool:
+        """The early reader can start on samples before they are asked for (`expect`)."""
+        return hasattr(self._early, "expect")
+
+    @property
     def settled(self) -> bool:
         """Reading from the whole file now (the iterator then calls it directly)."""
         return self._whole is not None
@@ -51,7 +56,7 @@ class EarlyShardReader:
         """Samples this reader will soon be asked for, in order: an early reader that can fetch
         several at once (ranged reads) starts on them, within the budget."""
         expect = getattr(self._early, "expect", None)
-        if self._whole is None and expect is not None and not self._ready():
+        if expect is not None and self._whole is None and not self._ready():
             try:
                 expect(indices, self.budget - self._spent())
             except FoundryError:

@@ -113,8 +113,8 @@ class _Progress:
                 pass
 
 
-# While some shard is read early, samples go out in runs of this many, and each run's samples are
-# announced to their early readers first (ranged reads fetch them at once, not one round trip each).
+# While some shard is read early with ranged reads, samples go out in runs of this many, and each
+# run's samples are announced to their early readers first (fetched at once, not a round trip each).
 EARLY_LOOKAHEAD = 32
 # And the shards first needed within this many samples of one read early are opened together, up to
 # this many at once (each open is a round trip or two: its header, its block digests).
@@ -144,6 +144,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
     early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
+    ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
@@ -160,7 +161,9 @@ def iterate(plan: EpochPlan, source: ShardSource,
             getters[shard] = reader.get_sample if sample is None else functools.partial(sample, shard)
             if not getattr(reader, "settled", True):
                 early.add(shard)
-            if early:  # the next shards the first samples need, opened at once
+                if reader.reads_ahead:
+                    ahead.add(shard)
+            if ahead:  # the next shards the first samples need, opened at once
                 soon = firsts[k + 1:k + 1 + OPEN_AHEAD]
                 source.open_soon([sh for sh, f in zip(use_list[k + 1:k + 1 + OPEN_AHEAD], soon) if f < a + EARLY_SPAN])
             walk.after_fetch()
@@ -170,13 +173,15 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 if c - told >= step:
                     walk.advance(c)
                     told = c
-                e = min(b, c + (EARLY_LOOKAHEAD if early else step))
+                e = min(b, c + (EARLY_LOOKAHEAD if ahead else step))
                 if early:  # a shard made whole since: read it directly from now on
                     for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
                         early.discard(sh)
+                        ahead.discard(sh)
                         if sh in readers and sample is None:
                             getters[sh] = readers[sh].get_sample
-                    _expect(early, readers, shard_list[c:c + EARLY_LOOKAHEAD], local_list[c:c + EARLY_LOOKAHEAD])
+                if ahead:
+                    _expect(ahead, readers, shard_list[c:c + EARLY_LOOKAHEAD], local_list[c:c + EARLY_LOOKAHEAD])
                 for s, j in zip(shard_list[c:e], local_list[c:e]):
                     yield getters[s](j)
                 c = e
