@@ -180,19 +180,24 @@ def test_a_block_that_fails_its_digest_is_never_served(tmp_path, logged, held_do
     _check(got)  # what came before the error is right
 
 
+def _read_only_once_downloaded(tmp_path, logged, release) -> None:
+    """Every sample is right, and the first one waited for its shard's (held) download."""
+    threading.Timer(0.5, release.set).start()
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
+    got = [next(it)]
+    assert release.is_set()
+    got += list(it)
+    assert len(got) == N
+    _check(got)
+
+
 def test_digests_of_another_version_are_not_used(tmp_path, logged, held_downloads):
     release, made = held_downloads
     _write(tmp_path / "remote")
     _write(tmp_path / "older", version=1)
     for name in _shards(tmp_path / "remote"):  # same sizes, other bytes: digests of the older shards
         (tmp_path / "remote" / digests_basename(name)).write_bytes((tmp_path / "older" / digests_basename(name)).read_bytes())
-    threading.Timer(0.5, release.set).start()
-    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
-    got = [next(it)]
-    assert release.is_set()  # the first sample waited for its shard's download
-    got += list(it)
-    assert len(got) == N
-    _check(got)
+    _read_only_once_downloaded(tmp_path, logged, release)
 
 
 def test_unchecked_shards_are_read_early_without_digests(tmp_path, logged, held_downloads):
@@ -228,13 +233,7 @@ def test_checked_shards_without_digests_wait_for_the_download(tmp_path, logged, 
     _write(tmp_path / "remote")
     for p in (tmp_path / "remote").glob("*.blocks.json"):
         p.unlink()
-    threading.Timer(0.5, release.set).start()
-    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
-    got = [next(it)]
-    assert release.is_set()  # the first sample waited for its shard's download
-    got += list(it)
-    assert len(got) == N
-    _check(got)
+    _read_only_once_downloaded(tmp_path, logged, release)
 
 
 @pytest.mark.integration
