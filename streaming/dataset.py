@@ -133,7 +133,7 @@ class StreamingDataset(IterableDataset):
                 download_retry=s.download_retry if s.download_retry is not None else download_retry,
                 download_timeout=s.download_timeout if s.download_timeout is not None else download_timeout,
                 keep_zip=s.keep_zip if s.keep_zip is not None else keep_zip,
-                name=s.remote_url or str(s.local_dir)))
+                name=s.remote_url or str(s.local_dir), index_fetch_s=s.index_fetch_s))
             infos.extend(shards)
             sizes.append([int(x.samples) for x in shards])
         self._infos = infos

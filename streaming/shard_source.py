@@ -39,8 +39,8 @@ class ShardLocator:
 
     @property
     def far_remote(self) -> bool:
-        """Some stream's remote is a store that ranged reads come from (not a local folder)."""
-        return any(c.remote is not None and c.remote_is_far() for c in self.caches)
+        """Some stream's remote is a store that ranged reads come from (across a WAN)."""
+        return any(c.far_store for c in self.caches)
 
     def early_ranges(self, shard: int):
         return self.caches[self._cache[shard]].early_ranges(int(self._local[shard]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ class Stream:
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
+        self.index_fetch_s: float | None = None  # how long index.json took to come from the remote
 
     def __repr__(self) -> str:
         return f"Stream(remote={self.remote!r}, local={self.local!r}, split={self.split!r})"
@@ -76,7 +78,11 @@ class Stream:
             from foundry.plugins.manager import open_store
 
             try:
-                data = open_store(self.remote_url).get(INDEX)
+                store = open_store(self.remote_url)
+                getattr(store, "client", None)  # a cloud SDK's client is made on first use: not timed
+                started = time.monotonic()
+                data = store.get(INDEX)
+                self.index_fetch_s = time.monotonic() - started  # a connection and a GET: ~2 round trips
             except FoundryError as exc:
                 if local_index.exists():
                     data = local_index.read_bytes()

@@ -57,6 +57,8 @@ def held_downloads(monkeypatch):
 
     monkeypatch.setattr(shards_module.ShardCache, "_fetch", held)
     monkeypatch.setattr(RangedMDSReader, "__init__", recorded)
+    # these stores are on this machine: read early as from a store across a WAN
+    monkeypatch.setattr(shards_module, "FAR_STORE_INDEX_S", 0.0)
     yield release, made
     release.set()  # a failed test leaves no download held
 
@@ -178,6 +180,16 @@ def test_a_block_that_fails_its_digest_is_never_served(tmp_path, logged, held_do
         for s in it:
             got.append(s)
     _check(got)  # what came before the error is right
+
+
+def test_a_store_a_few_ms_away_is_not_read_early(tmp_path, logged, held_downloads, monkeypatch):
+    """Its shards come in a fraction of a second: many small reads beside them cost more than they
+    give. index.json coming quickly tells."""
+    release, made = held_downloads
+    monkeypatch.setattr(shards_module, "FAR_STORE_INDEX_S", 30.0)
+    _write(tmp_path / "remote")
+    _read_only_once_downloaded(tmp_path, logged, release)
+    assert not made
 
 
 def _read_only_once_downloaded(tmp_path, logged, release) -> None:
