@@ -210,7 +210,7 @@ class StreamingDataset(IterableDataset):
         epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
         plan = self._epoch_plan(topo, epoch, start)
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
-                               plan.window)
+                               plan.window, ranged_early=topo.local_world_size == 1)
         sample = None
         if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
             first = self._layout.shard_offsets.tolist()

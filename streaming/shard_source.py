@@ -55,7 +55,7 @@ class ShardLocator:
 
 class DatasetShards:
     def __init__(self, locator: ShardLocator, readers: ReaderPool, evictor: Evictor,
-                 schedule: UseSchedule | None = None, window: int = 0):
+                 schedule: UseSchedule | None = None, window: int = 0, ranged_early: bool = True):
         self._locator = locator
         self._readers = readers
         self._evictor = evictor
@@ -64,6 +64,9 @@ class DatasetShards:
         self._downloaded_seen = -1
         self._opening: set[int] = set()
         self._opened_whole = False  # some shard of this iteration was read whole
+        # ranged early reads are per process: with several ranks on a node each would make its
+        # own, where the node downloads each shard once for all of them
+        self._ranged_early = ranged_early
         self._soon: dict[int, Future] = {}  # shard -> its early reader being opened (open_soon)
 
     def ensure(self, shard: int) -> Any:
@@ -71,7 +74,7 @@ class DatasetShards:
 
     def open_soon(self, shards: list[int]) -> None:
         """Start opening these shards' ranged early readers in the background (open takes them)."""
-        if self._readers.in_worker() or self._opened_whole or not self._locator.far_remote:
+        if self._readers.in_worker() or self._opened_whole or not self._ranged_early or not self._locator.far_remote:
             return
         for shard in shards:
             if shard not in self._soon and len(self._soon) < OPEN_AHEAD_MAX:
@@ -104,7 +107,7 @@ class DatasetShards:
                                 spent=lambda: framed.frames_decompressed)
 
     def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:
-        if self._opened_whole:  # ranged reads are for a cold start; later they would only share the link
+        if self._opened_whole or not self._ranged_early:  # for a cold start; later they would only share the link
             return None
         ranges = self._locator.early_ranges(shard)
         ranged = self._readers.open_ranged(shard, *ranges) if ranges is not None else None

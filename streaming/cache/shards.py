@@ -35,6 +35,8 @@ _LOCK_POLL_S = 0.005
 # ms); on this machine's SeaweedFS it takes 3-10 ms. Measured on loopback with early reads: cold
 # epoch 59k -> 23k samples/s (2 cores, shared with the downloads).
 FAR_STORE_INDEX_S = 0.04
+# A smaller shard comes in about the round trips its early reads would take: it is read whole.
+MIN_EARLY_SHARD_BYTES = 8 << 20
 # A shard's block digests are 16 bytes per 16 KiB: 4 MiB of them describe a 4 GiB shard.
 _MAX_DIGESTS_BYTES = 8 << 20
 
@@ -227,11 +229,12 @@ class ShardCache:
         (format.ranged_reader): `(fetch(start, end), size, digests)`. The digests are a Future of
         the block digests written beside the shard (None in it when there are none that describe
         it), or None when the shard is not checked at all. None for a shard that is local or
-        ready, compressed, of several files, or in a store a few ms away (index.json came from it
-        at once, and so will the shard): it is read once whole and checked."""
+        ready, compressed, of several files, small (under MIN_EARLY_SHARD_BYTES), or in a store a
+        few ms away (index.json came from it at once, and so will the shard): it is read once
+        whole and checked."""
         files = self.files(i)
         if (i in self._ready or not self._far_store or len(files) != 1 or files[0].zip_basename
-                or self.shards[i].format != "mds" or files[0].raw_bytes is None):
+                or self.shards[i].format != "mds" or (files[0].raw_bytes or 0) < MIN_EARLY_SHARD_BYTES):
             return None
         f = files[0]
         if self._file_complete(f):

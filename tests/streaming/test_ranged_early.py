@@ -59,6 +59,7 @@ def held_downloads(monkeypatch):
     monkeypatch.setattr(RangedMDSReader, "__init__", recorded)
     # these stores are on this machine: read early as from a store across a WAN
     monkeypatch.setattr(shards_module, "FAR_STORE_INDEX_S", 0.0)
+    monkeypatch.setattr(shards_module, "MIN_EARLY_SHARD_BYTES", 0)  # ~2 MiB shards here
     yield release, made
     release.set()  # a failed test leaves no download held
 
@@ -189,6 +190,25 @@ def test_a_store_a_few_ms_away_is_not_read_early(tmp_path, logged, held_download
     monkeypatch.setattr(shards_module, "FAR_STORE_INDEX_S", 30.0)
     _write(tmp_path / "remote")
     _read_only_once_downloaded(tmp_path, logged, release)
+    assert not made
+
+
+def test_small_shards_and_ranks_sharing_a_node_are_not_read_early(tmp_path, logged, held_downloads, monkeypatch):
+    """A small shard comes in about the round trips its early reads would take; and ranks of one
+    node share one download of each shard, where each would make its own early reads."""
+    release, made = held_downloads
+    _write(tmp_path / "remote")
+    monkeypatch.setattr(shards_module, "MIN_EARLY_SHARD_BYTES", 8 << 20)
+    _read_only_once_downloaded(tmp_path, logged, release)
+    monkeypatch.setattr(shards_module, "MIN_EARLY_SHARD_BYTES", 0)
+    release.clear()
+    for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(key, value)
+    threading.Timer(0.5, release.set).start()
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache2"))
+    got = [next(it)]
+    assert release.is_set()  # waited for the download
+    _check(got + list(it))
     assert not made
 
 
