@@ -93,12 +93,12 @@ class DatasetShards:
         return early if early is not None else self._open_whole(shard)
 
     def _open_early(self, shard: int) -> EarlyShardReader | None:
-        if self._locator.unready_local_zip(shard) is not None:
-            return self._open_framed(shard)
-        return self._open_early_ranged(shard)
+        zip_path = self._locator.unready_local_zip(shard)  # checks the compressed copy: once
+        return self._open_framed(shard, zip_path) if zip_path is not None else self._open_early_ranged(shard)
 
-    def _open_framed(self, shard: int) -> EarlyShardReader | None:
-        zip_path = self._locator.unready_local_zip(shard)
+    def _open_framed(self, shard: int, zip_path: Any = None) -> EarlyShardReader | None:
+        if zip_path is None:
+            zip_path = self._locator.unready_local_zip(shard)
         framed = self._readers.open_framed(shard, zip_path) if zip_path is not None else None
         if framed is None:
             return None
