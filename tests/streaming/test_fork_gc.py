@@ -75,7 +75,13 @@ def test_an_epoch_never_started_still_thaws(data, thawed):
 def test_a_freeze_of_the_program_own_and_spawned_workers_are_left_alone(data, thawed):
     assert len(list(_loader(data, multiprocessing_context="spawn"))) == 10
     assert gc.get_freeze_count() == 0
+    gc.collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
-    assert len(list(_loader(data, multiprocessing_context="fork"))) == 10
-    assert gc.get_freeze_count() == frozen
+    during = [(gc.get_freeze_count(), fork_gc._ours) for _ in _loader(data, multiprocessing_context="fork")]
+    assert len(during) == 10 and not any(ours for _, ours in during)
+    # Not thawed, and not frozen again (that would add every object made since). Frozen objects
+    # freed by their reference counts leave the count, so it may drop: the spawn loader's threads
+    # wind down while this runs (an exact count failed once in a hundred suites).
+    assert 0 < gc.get_freeze_count() <= frozen
+    assert max(count for count, _ in during) <= frozen
