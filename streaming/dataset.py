@@ -18,7 +18,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from foundry.plugins.errors import ConfigError, DataError
 
-from .cache import Evictor, ShardCache, UseSchedule, parse_bytes
+from .cache import Evictor, ShardCache, UseSchedule, lend_reader_core, parse_bytes
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .batch_reads import WorkerBatches
 from .iterator import EpochPlan, iterate, iterate_batches
@@ -211,6 +211,8 @@ class StreamingDataset(IterableDataset):
         plan = self._epoch_plan(topo, epoch, start)
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
                                plan.window, ranged_early=topo.local_world_size == 1)
+        # the node's only reader: its core decompresses while it waits (cache.decompress_slot)
+        lend_reader_core(topo.local_world_size == 1 and topo.num_workers == 1)
         sample = None
         if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
             first = self._layout.shard_offsets.tolist()

@@ -103,7 +103,7 @@ class DatasetShards:
         if framed is None:
             return None
         return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
-                                budget=int(early_reader.FRAME_BUDGET * framed.frames),
+                                budget=early_reader.EARLY_FRAMES,
                                 spent=lambda: framed.frames_decompressed)
 
     def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:

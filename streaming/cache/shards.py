@@ -171,8 +171,21 @@ class ShardCache:
                     finally:
                         lock.release()
                     return
-        with lock:
+        if not self._try_lock(lock):
+            with decompress_slot.SLOT.reader_blocked():  # another process makes it
+                lock.acquire()
+        try:
             yield
+        finally:
+            lock.release()
+
+    @staticmethod
+    def _try_lock(lock: FileLock) -> bool:
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            return False
+        return True
 
     def _local_zips(self, i: int) -> bool:
         files = [f for f in self.files(i) if f.zip_basename]
@@ -195,7 +208,11 @@ class ShardCache:
                 return path
             except FileNotFoundError:
                 self._ready.discard(i)  # evicted by someone else
-        with self._thread_lock(i):
+        lock = self._thread_lock(i)
+        if not lock.acquire(blocking=False):  # another thread makes it
+            with decompress_slot.SLOT.reader_blocked():
+                lock.acquire()
+        try:
             if i in self._ready and path.exists():
                 return path
             if self._complete(i):
@@ -211,6 +228,8 @@ class ShardCache:
                         self._make_local(f, self.shards[i].compression)
             self._ready.add(i)
             return path
+        finally:
+            lock.release()
 
     def unready_local_zip(self, i: int) -> Path | None:
         """Shard i's compressed copy in the local folder, checked, while the shard is not ready

@@ -152,7 +152,7 @@ def test_first_samples_come_before_the_shard_is_decompressed(tmp_path, slow_deco
 def test_early_reading_is_bounded_then_waits_for_the_whole_shard(tmp_path, slow_decompression, monkeypatch):
     release, made = slow_decompression
     _write(tmp_path / "ds")
-    monkeypatch.setattr(early_module, "FRAME_BUDGET", 0)  # no frame past the header's: wait at once
+    monkeypatch.setattr(early_module, "EARLY_FRAMES", 0)  # no frame past the header's: wait at once
     it = iter(StreamingDataset(local=str(tmp_path / "ds"), shuffle=False, batch_size=8))
     timer = threading.Timer(1.0, release.set)
     timer.start()
@@ -172,3 +172,26 @@ def test_mosaic_written_single_frame_shards_are_read_whole(tmp_path, monkeypatch
     _write(tmp_path / "ds", n=300, size_limit=1 << 19)  # every shard under one frame
     assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=1)] == list(range(300))
     assert not made
+
+
+def test_a_waiting_reader_lends_its_core_so_two_shards_decompress_at_once_and_never_more(tmp_path, monkeypatch):
+    _write(tmp_path / "ds")
+    real_decompress = shards_module.ShardCache._decompress_into
+    guard, running, most = threading.Lock(), [0], [0]
+
+    def counted(self, *args, **kwargs):
+        with guard:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.3)  # the reader waits meanwhile
+            return real_decompress(self, *args, **kwargs)
+        finally:
+            with guard:
+                running[0] -= 1
+
+    monkeypatch.setattr(shards_module.ShardCache, "_decompress_into", counted)
+    monkeypatch.setattr(early_module, "EARLY_FRAMES", 1)  # the offsets' frame only: the reader waits at once
+    ds = StreamingDataset(local=str(tmp_path / "ds"), shuffle=True, shuffle_seed=5, batch_size=8)
+    assert sorted(s["id"] for s in ds) == list(range(N))
+    assert most[0] == 2  # one prefetch thread's, and one on the core the waiting reader lent
