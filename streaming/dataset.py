@@ -138,6 +138,7 @@ class StreamingDataset(IterableDataset):
             sizes.append([int(x.samples) for x in shards])
         self._infos = infos
         self._needs_work = any(c.needs_work for c in self._caches)
+        self._on_this_machine = all(c.remote is None for c in self._caches)
         self._locator = ShardLocator(self._caches)
         stream_totals = [sum(x) for x in sizes]
         choose = stream_choose(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
@@ -212,7 +213,7 @@ class StreamingDataset(IterableDataset):
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
                                plan.window, ranged_early=topo.local_world_size == 1)
         # the node's only reader: its core decompresses while it waits (cache.decompress_slot)
-        lend_reader_core(topo.local_world_size == 1 and topo.num_workers == 1)
+        lend_reader_core(topo.alone_on_node)
         sample = None
         if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
             first = self._layout.shard_offsets.tolist()
@@ -262,7 +263,7 @@ class StreamingDataset(IterableDataset):
         """What this rank's worker reads this epoch, from global sample `start` on: all the hot loop sees."""
         shards, offsets = locate(self._worker_sample_ids(topo, epoch, start), self._layout.shard_offsets)
         return EpochPlan(shards, offsets, window=self._predownload_samples(), prefetch=self._needs_work,
-                         threads=self._download_threads)
+                         threads=self._download_threads, prefetch_after_first=self._on_this_machine and topo.alone_on_node)
 
     def _use_schedule(self, topo: Topology, epoch: int, start: int) -> UseSchedule | None:
         """When the ranks of this node use each shard: the eviction order under cache_limit."""

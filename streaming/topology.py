@@ -30,6 +30,11 @@ class Topology:
     def num_nodes(self) -> int:
         return max(1, self.world_size // self.local_world_size)
 
+    @property
+    def alone_on_node(self) -> bool:
+        """The node's only process reading this dataset: one rank, at most one DataLoader worker."""
+        return self.local_world_size == 1 and self.num_workers == 1
+
     @classmethod
     def detect(cls) -> "Topology":
         launch = LaunchEnv.detect()

@@ -21,7 +21,7 @@ _QUEUE_WAIT_S = 0.02
 
 class Prefetcher:
     def __init__(self, ensure: Callable[[int], object], shards: Sequence[int], first_use: Sequence[int],
-                 window: int, threads: int = 4, after: Callable[[int], object] | None = None):
+                 window: int, threads: int = 4, after: Callable[[int], object] | None = None, start: bool = True):
         self._ensure = ensure
         self._after = after
         self._shards = list(shards)
@@ -33,7 +33,14 @@ class Prefetcher:
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="foundry-prefetch")
         self._slots = threading.Semaphore(max(1, threads) * 2)
         self._thread = threading.Thread(target=self._run, daemon=True, name="foundry-prefetch-dispatch")
-        self._thread.start()
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start fetching (at once, unless made with start=False); again: nothing."""
+        with self._cond:
+            if self._thread.ident is None and not self._stop:
+                self._thread.start()
 
     def advance(self, position: int) -> None:
         """The reader is at sample `position` of its sequence."""
@@ -41,13 +48,15 @@ class Prefetcher:
             self._position = position
             self._cond.notify()
 
-    def close(self, wait: bool = False) -> None:
+    def close(self, wait: bool = False, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         """Stop fetching; `wait` for the downloads already running (at the end of an epoch they
         are its last, and the cache should be settled when the epoch is)."""
         with self._cond:
             self._stop = True
             self._cond.notify()
-        if sys.is_finalizing():  # an iterator left unfinished at exit: the pool's module is torn down
+        # An iterator left unfinished at exit: the pool's module is torn down, and so may be this
+        # one's globals (`sys` is None then: the default keeps the function).
+        if _finalizing():
             return
         self._pool.shutdown(wait=wait, cancel_futures=True)
 

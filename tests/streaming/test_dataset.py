@@ -145,3 +145,19 @@ def test_what_cannot_match_mosaic_is_refused_at_construction(make_dataset, kw, m
     with pytest.raises(ConfigError, match=match) as err:
         StreamingDataset(local=str(make_dataset(20, 10)), batch_size=2, **kw)
     assert "\n" not in str(err.value)
+
+
+def test_an_iterator_left_unfinished_at_exit_prints_nothing(make_dataset, tmp_path):
+    where = f"remote={str(make_dataset(300, 10, compression='zstd'))!r}, local={str(tmp_path / 'cache')!r}"
+    script = ("import time\n"
+              "from foundry.streaming import StreamingDataset\n"
+              "from foundry.streaming.cache.shards import ShardCache\n"
+              "real = ShardCache._decompress_into\n"
+              "def slow(*a, **k):\n"
+              "    time.sleep(0.2)\n"  # prefetch threads still at work when the interpreter exits
+              "    return real(*a, **k)\n"
+              "ShardCache._decompress_into = slow\n"
+              f"it = iter(StreamingDataset({where}, shuffle=True, batch_size=4))\n"
+              "next(it)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == ""

@@ -84,3 +84,41 @@ def test_closing_the_iterator_early_closes_its_readers():
 
 def test_empty_plan_yields_nothing():
     assert list(iterate(_plan(np.zeros(0, dtype=np.int64), 4, prefetch=True), FakeShards({}))) == []
+
+
+def test_a_plan_on_this_machine_prefetches_only_once_the_first_sample_is_out():
+    source = FakeShards({k: list(range(4)) for k in range(4)})
+    fetched = threading.Event()
+    real_ensure = source.ensure
+
+    def ensure(shard):
+        real_ensure(shard)
+        fetched.set()
+
+    source.ensure = ensure
+    it = iterate(_plan(np.arange(16), 4, prefetch=True, prefetch_after_first=True), source)
+    assert next(it) == 0
+    assert not fetched.wait(0.2) and source.ensured == []  # not while the first sample was made
+    assert next(it) == 1
+    assert fetched.wait(10)  # and from then on
+    assert list(it) == [2, 3] + [0, 1, 2, 3] * 3
+
+
+def test_a_prefetcher_never_started_closes(tmp_path):
+    from foundry.streaming.cache import Prefetcher
+
+    calls: list[int] = []
+    prefetcher = Prefetcher(calls.append, [0, 1], [0, 5], window=8, start=False)
+    prefetcher.advance(3)
+    prefetcher.close(wait=True)
+    prefetcher.start()  # after close: nothing
+    assert calls == []
+
+
+def test_a_prefetcher_closes_after_the_interpreter_tore_down_its_module_globals(monkeypatch):
+    """An iterator left unfinished at exit can be finalized after its modules' globals are None."""
+    import foundry.streaming.cache.prefetch as prefetch_module
+
+    prefetcher = prefetch_module.Prefetcher(lambda shard: None, [0], [0], window=8)
+    monkeypatch.setattr(prefetch_module, "sys", None)
+    prefetcher.close(wait=True)
