@@ -297,7 +297,7 @@ def start_s3(root: Path) -> dict:
 
     def stop():
         if proc is not None:
-            ss._stop(proc)
+            ss.stop_seaweedfs(proc)  # and its gRPC sockets, which weed puts in /tmp
         elif hasattr(server, "stop"):
             server.stop()
 

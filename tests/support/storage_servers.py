@@ -175,7 +175,8 @@ def start_seaweedfs(data_root: Path, access_key: str = "foundrytestkey",
     ]}))
     s3, s3g, master, masterg, volume, volumeg, filer, filerg, admin, adming = free_ports(10)
     cmd = [
-        str(weed), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        str(weed), f"-logdir={data_root}",  # its weed.INFO/.WARNING logs too, not in the temp dir
+        "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-s3.config={config}", f"-s3.port={s3}", f"-s3.port.grpc={s3g}",
         f"-master.port={master}", f"-master.port.grpc={masterg}",
         f"-volume.port={volume}", f"-volume.port.grpc={volumeg}",
