@@ -8,6 +8,7 @@ once on a mismatch, then refused with a DataError naming the shard.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import mmap
 import os
@@ -413,6 +414,8 @@ class ShardCache:
         try:
             try:
                 with decompress_slot.SLOT, open(tmp, "wb") as fout:
+                    if f.raw_bytes:
+                        _reserve(fout.fileno(), f.raw_bytes)
                     decompress_stream(compression or "", memoryview(data), fout)
             except FoundryError as exc:
                 raise DataError(f"shard {f.zip_basename} of {self.name} does not decompress: {exc.message}",
@@ -477,6 +480,32 @@ class _DataFile:
         self.zip_basename = info.remote_basename if compressed else None
         self.zip_bytes = info.zip_bytes if compressed else None
         self.zip_hashes = info.zip_hashes if compressed else None
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate a file's blocks before it is written, its size unchanged (Linux fallocate with
+    FALLOC_FL_KEEP_SIZE). Written page by page, ext4 reserves blocks for each page as it comes
+    (delayed allocation): 64 MB took 12.5 ms to write on this machine, 8.5 ms allocated first,
+    and the local zstd epoch's median went 236-284k -> 309-315k samples/s (A/B, 3 rounds of 6-8
+    epochs; its slow writes of 80-200 ms came less often). Not posix_fallocate: where the file
+    system cannot allocate (NFSv3) glibc would write the whole size in zeros first. Any failure:
+    written as before."""
+    if _fallocate is not None:
+        _fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, size)  # its result does not matter: the writes decide
+
+
+def _libc_fallocate() -> Any:
+    try:
+        call = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):  # not Linux
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    call.restype = ctypes.c_int
+    return call
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate = _libc_fallocate()
 
 
 def _worth_another_download(exc: BaseException) -> bool:

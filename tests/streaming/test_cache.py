@@ -170,3 +170,20 @@ def test_a_shard_another_process_decompresses_does_not_hold_this_process_back(ma
         other.release()
     waiter.join(60)
     assert _shards(local).count("shard.00000.mds") == 1 and (local / "shard.00001.mds").exists()
+
+
+@pytest.mark.parametrize("delta", [-4096, 4096])
+def test_a_shard_that_decompresses_to_another_size_than_the_index_says_is_refused_and_leaves_nothing(make_dataset, delta):
+    """Its blocks are allocated up front from index.json's size (cache.shards._reserve): the file
+    must still end where the decompressed bytes end, so that the size check sees them."""
+    import json
+
+    data = make_dataset(40, 10, compression="zstd")
+    index = json.loads((data / "index.json").read_text())
+    shard = index["shards"][0]
+    shard["raw_data"]["bytes"] += delta
+    (data / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match=r"decompresses to \d+ bytes, index.json says"):
+        list(StreamingDataset(local=str(data), batch_size=1))
+    assert not (data / shard["raw_data"]["basename"]).exists()
+    assert not any((data / ".foundry" / "tmp").iterdir())
