@@ -34,7 +34,7 @@ class EpochPlan:
     # this process is its only reader. Until then the reader reads early frames or decompresses
     # the first shard itself (holding the decompression slot: nothing else could decompress), and
     # prefetch threads starting meanwhile take the GIL from it. Local zstd tokens: first sample
-    # 8.4 -> 6.2 ms; the decompressions start those ms later (epoch of 3 shards ~65 -> ~70 ms).
+    # 8.4 -> 6.2 ms; the decompressions start those ms later (epoch of 3 shards ~67 -> ~75 ms).
     prefetch_after_first: bool = False
 
 

@@ -9,8 +9,8 @@ in first-use order; the reader's own thread comes first). Reentrant per thread.
 While the reader's thread is blocked (`reader_blocked`: it waits for a shard another thread makes,
 or for the slot itself) its core is idle, so the slot lends it: one more decompression runs. A
 reader that decompresses a shard itself then starts at once, beside a prefetch thread's, and a
-reader that waits for shard 1 lets shard 2's prefetch thread start beside it (a cold epoch of a
-shuffle that mixes shards needs them all at once: 3 zstd shards of 64 MB took 68 ms one by one).
+reader that waits for shard 1 lets shard 2's prefetch thread start beside it (the first samples
+of a shuffle that mixes shards need them all at once: 3 zstd shards of 64 MB took 68 ms one by one).
 Lent only by a process that is the node's only reader (`lend_reader_core`): DataLoader workers
 and ranks on one node each block in turn, and lending there would run more decompressions than
 the node has cores.
