@@ -6,11 +6,11 @@ prefetch threads start in any order, and the first shard of an epoch must not wa
 second (a thread sets its priority with `decompress_priority`, the prefetcher its shard's rank
 in first-use order; the reader's own thread comes first). Reentrant per thread.
 
-While the reader's thread is blocked (`reader_blocked`: it waits for a shard another thread makes,
-or for the slot itself) its core is idle, so the slot lends it: one more decompression runs. A
-reader that decompresses a shard itself then starts at once, beside a prefetch thread's, and a
-reader that waits for shard 1 lets shard 2's prefetch thread start beside it (the first samples
-of a shuffle that mixes shards need them all at once: 3 zstd shards of 64 MB took 68 ms one by one).
+While the reader is not reading, its core is free, and the slot lends it: the reader's own
+decompression (a shard it makes itself) never waits for a prefetch thread's, and while the reader
+is blocked on a shard another thread or process makes (`reader_blocked`) one more prefetch thread
+decompresses. Either way two decompressions run at once, never more (the first samples of a
+shuffle that mixes shards need every shard at once: 3 zstd shards of 64 MB took 68 ms one by one).
 Lent only by a process that is the node's only reader (`lend_reader_core`): DataLoader workers
 and ranks on one node each block in turn, and lending there would run more decompressions than
 the node has cores.
@@ -48,12 +48,18 @@ class DecompressSlot:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._owners: dict[int, int] = {}  # thread -> depth of its reentrant holds
+        self._reader_owners: set[int] = set()  # of them, reader threads (no decompress_priority)
         self._waiting: list[tuple[int, int]] = []  # heap of (priority, arrival)
         self._readers_blocked = 0
         self.lend_reader_core = False
 
-    def _capacity(self) -> int:
-        return 2 if self.lend_reader_core and self._readers_blocked else 1
+    def _fits(self, reader: bool) -> bool:
+        if not self.lend_reader_core:
+            return not self._owners
+        if reader:  # on its own core
+            return not self._reader_owners
+        prefetching = len(self._owners) - len(self._reader_owners)
+        return prefetching < (2 if self._readers_blocked else 1)
 
     def __enter__(self) -> None:
         me = threading.get_ident()
@@ -62,19 +68,17 @@ class DecompressSlot:
                 self._owners[me] += 1
                 return
             ticket = (getattr(_priority, "rank", READER_PRIORITY), next(_arrival))
+            reader = ticket[0] == READER_PRIORITY
             heapq.heappush(self._waiting, ticket)
             queued = getattr(_priority, "queued", None)
             if queued is not None:
                 queued.set()
-            reader = ticket[0] == READER_PRIORITY
-            self._readers_blocked += reader  # a reader waiting here lends its own core: to itself
-            try:
-                while len(self._owners) >= self._capacity() or self._waiting[0] != ticket:
-                    self._cond.wait()
-            finally:
-                self._readers_blocked -= reader
+            while self._waiting[0] != ticket or not self._fits(reader):
+                self._cond.wait()
             heapq.heappop(self._waiting)
             self._owners[me] = 1
+            if reader:
+                self._reader_owners.add(me)
             self._cond.notify_all()  # the next waiter may fit too
 
     def __exit__(self, *exc: object) -> None:
@@ -83,6 +87,7 @@ class DecompressSlot:
             self._owners[me] -= 1
             if self._owners[me] == 0:
                 del self._owners[me]
+                self._reader_owners.discard(me)
                 self._cond.notify_all()
 
     @contextlib.contextmanager
@@ -106,7 +111,7 @@ SLOT = DecompressSlot()
 
 
 def lend_reader_core(lend: bool) -> None:
-    """Whether this process's reader lends its core while it waits: set per iteration."""
+    """Whether this process's reader lends its core while it does not read: set per iteration."""
     SLOT.lend_reader_core = lend
 
 

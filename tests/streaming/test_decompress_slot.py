@@ -86,3 +86,19 @@ def test_nothing_is_lent_by_a_process_that_is_not_the_node_only_reader_nor_by_pr
     assert second.wait(10)
     for t in threads:
         t.join(10)
+
+
+def test_while_the_reader_decompresses_itself_one_prefetch_thread_runs_beside_it_and_no_second():
+    slot = DecompressSlot()
+    slot.lend_reader_core = True
+    first, second, leave = threading.Event(), threading.Event(), threading.Event()
+    with slot:  # the reader's own thread makes a shard
+        threads = [_holder(slot, 0, first, leave)]
+        assert first.wait(5)  # on the core the reader is not reading with
+        threads.append(_holder(slot, 1, second, leave))
+        assert not second.wait(0.2)  # two at once, never three
+    assert not second.wait(0.2)  # the reader is back to reading: still one prefetch thread
+    leave.set()
+    assert second.wait(10)
+    for t in threads:
+        t.join(10)
