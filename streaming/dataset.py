@@ -210,9 +210,11 @@ class StreamingDataset(IterableDataset):
                             hint="keep the global batch: per-device batch = global batch / ranks")
         epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
         plan = self._epoch_plan(topo, epoch, start)
+        # The node's only reader (Topology.alone_on_node) reads early with ranged reads of its own
+        # (ranks of a node share one download of each shard) and lends its core to decompression
+        # while it does not read (cache.decompress_slot).
         shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
-                               plan.window, ranged_early=topo.local_world_size == 1)
-        # the node's only reader: its core decompresses while it waits (cache.decompress_slot)
+                               plan.window, ranged_early=topo.alone_on_node)
         lend_reader_core(topo.alone_on_node)
         sample = None
         if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction

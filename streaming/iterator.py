@@ -255,7 +255,8 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
                 walk.advance(begin)
                 told = begin
             yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get)
-            walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
+            if begin == 0:
+                walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
         finished = True
     finally:
         walk.finish(finished, readers)

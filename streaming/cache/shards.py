@@ -162,31 +162,18 @@ class ShardCache:
         lock = self._lock(i)
         if self._local_zips(i):
             with decompress_slot.SLOT:
-                try:
-                    lock.acquire(blocking=False)
-                except Timeout:
-                    pass  # another process makes it: wait below, without our slot
-                else:
+                if _try_file_lock(lock):
                     try:
                         yield
                     finally:
                         lock.release()
                     return
-        if not self._try_lock(lock):
-            with decompress_slot.SLOT.reader_blocked():  # another process makes it
-                lock.acquire()
+            # another process makes it: wait below, without our slot
+        _take(lock)
         try:
             yield
         finally:
             lock.release()
-
-    @staticmethod
-    def _try_lock(lock: FileLock) -> bool:
-        try:
-            lock.acquire(blocking=False)
-        except Timeout:
-            return False
-        return True
 
     def _local_zips(self, i: int) -> bool:
         files = [f for f in self.files(i) if f.zip_basename]
@@ -210,9 +197,7 @@ class ShardCache:
             except FileNotFoundError:
                 self._ready.discard(i)  # evicted by someone else
         lock = self._thread_lock(i)
-        if not lock.acquire(blocking=False):  # another thread makes it
-            with decompress_slot.SLOT.reader_blocked():
-                lock.acquire()
+        _take(lock)
         try:
             if i in self._ready and path.exists():
                 return path
@@ -480,6 +465,23 @@ class _DataFile:
         self.zip_basename = info.remote_basename if compressed else None
         self.zip_bytes = info.zip_bytes if compressed else None
         self.zip_hashes = info.zip_hashes if compressed else None
+
+
+def _try_file_lock(lock: FileLock) -> bool:
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        return False
+    return True
+
+
+def _take(lock: threading.Lock | FileLock) -> None:
+    """Take a shard's thread or file lock. While another thread or process holds it (it makes the
+    shard), this thread waits: a reader's core is lent to decompression meanwhile (decompress_slot)."""
+    taken = _try_file_lock(lock) if isinstance(lock, FileLock) else lock.acquire(blocking=False)
+    if not taken:
+        with decompress_slot.SLOT.reader_blocked():
+            lock.acquire()
 
 
 def _reserve(fd: int, size: int) -> None:
