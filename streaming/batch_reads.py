@@ -66,7 +66,7 @@ def fixed_columns(reader: Any) -> list[FixedColumn] | None:
 
 def _find_fixed_columns(reader: Any) -> list[FixedColumn] | None:
     info = reader.info
-    if (not hasattr(reader, "read_into") or info.format != "mds" or sys.byteorder != "little"
+    if (not hasattr(reader, "read_rows_into") or info.format != "mds" or sys.byteorder != "little"
             or any(size is None for size in info.column_sizes) or not len(reader)):
         return None
     sample = reader.get_sample(0)
@@ -108,8 +108,21 @@ def read_rows(shards: list[int], indices: list[int], readers: dict[int, Any]) ->
     else:
         targets, out = reserved
     flat = [(memoryview(targets[c.name].reshape(-1).view(np.uint8)), c.nbytes) for c in columns]
-    for row, (shard, index) in enumerate(zip(shards, indices)):
-        readers[shard].read_into(index, [view[row * nb:(row + 1) * nb] for view, nb in flat])
+    if len(flat) == 1:
+        view, nb = flat[0]
+        rows = [(view[at:at + nb],) for at in range(0, n * nb, nb)]
+    else:
+        rows = [[view[row * nb:(row + 1) * nb] for view, nb in flat] for row in range(n)]
+    # each shard reads its rows in one call (a batch draws from ~13 of them here)
+    by_shard: dict[int, tuple[list[int], list]] = {}
+    for shard, index, row in zip(shards, indices, rows):
+        mine = by_shard.get(shard)
+        if mine is None:
+            by_shard[shard] = mine = ([], [])
+        mine[0].append(index)
+        mine[1].append(row)
+    for shard, (mine_indices, mine_rows) in by_shard.items():
+        readers[shard].read_rows_into(mine_indices, mine_rows)
     return out
 
 
