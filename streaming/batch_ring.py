@@ -117,6 +117,25 @@ def _column_tensor(lease: _SlotLease, offset: int, shape: tuple, typestr: str) -
     return torch.from_numpy(np.asarray(_SlotView(lease, offset, shape, typestr)))
 
 
+class _RingValues:
+    """Worker side: a column of bytes or str values packed back to back in a slot; pickles into the
+    list of values (copied out of the slot, so the slot is free again once the batch arrives)."""
+
+    def __init__(self, ref: _SlotRef, offset: int, ends: list[int], text: bool):
+        self.ref, self.offset, self.ends, self.text = ref, offset, ends, text
+
+    def __reduce__(self):
+        return _column_values, (self.ref, self.offset, self.ends, self.text)
+
+
+def _column_values(lease: _SlotLease, offset: int, ends: list[int], text: bool) -> list:
+    packed = memoryview(np.asarray(_SlotView(lease, offset, (ends[-1] if ends else 0,), "|u1")))
+    starts = [0, *ends[:-1]]
+    if text:
+        return [str(packed[a:b], "utf-8") for a, b in zip(starts, ends)]
+    return [packed[a:b].tobytes() for a, b in zip(starts, ends)]
+
+
 def forget_rings(worker_pids: list[int]) -> None:
     """A loader's workers are gone: drop their segments (tensors still viewing one keep it mapped)."""
     for key in [k for k in _RINGS if k[0] in worker_pids]:
@@ -131,16 +150,30 @@ def _drop_worker_ring() -> None:
     _worker_ring = None
 
 
-def place(columns: dict[str, list[np.ndarray]]) -> dict[str, _RingColumn] | None:
-    """In a DataLoader worker: stack each column of equal-shape arrays into one free slot of this
-    worker's ring. None when the batch is too big for a ring or no slot is free (the caller hands
-    the batch over the usual way)."""
-    reserved = reserve({key: ((len(arrays), *arrays[0].shape), arrays[0].dtype) for key, arrays in columns.items()})
+def place(columns: dict[str, list[np.ndarray] | np.ndarray],
+          values: dict[str, tuple[bytes, list[int], bool]] | None = None) -> dict[str, object] | None:
+    """In a DataLoader worker: put a batch's columns into one free slot of this worker's ring:
+    `columns` are arrays (or lists of equal-shape arrays, stacked), handed over as tensors;
+    `values` are bytes or str columns as (their values packed back to back, each value's end, str
+    or not), handed over as the list of values. None when the batch is too big for a ring or no
+    slot is free (the caller hands the batch over the usual way)."""
+    values = values or {}
+    shapes = {key: (arrays.shape, arrays.dtype) if isinstance(arrays, np.ndarray)
+              else ((len(arrays), *arrays[0].shape), arrays[0].dtype) for key, arrays in columns.items()}
+    shapes.update({key: ((len(packed),), np.dtype(np.uint8)) for key, (packed, _, _) in values.items()})
+    reserved = reserve(shapes)
     if reserved is None:
         return None
     targets, out = reserved
     for key, arrays in columns.items():
-        np.stack(arrays, out=targets[key])
+        if isinstance(arrays, np.ndarray):
+            targets[key][...] = arrays
+        else:
+            np.stack(arrays, out=targets[key])
+    for key, (packed, ends, text) in values.items():
+        targets[key][...] = np.frombuffer(packed, np.uint8)
+        column = out[key]
+        out[key] = _RingValues(column.ref, column.offset, ends, text)
     return out
 
 

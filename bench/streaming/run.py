@@ -186,6 +186,10 @@ def main() -> None:
                     res = run("foundry", "floor", str(dirs["foundry"]))
                     if res:
                         r.setdefault("floor", []).append(res["samples"] / res["seconds"])
+                    warm(dirs["foundry"])
+                    res = run("foundry", "floor", str(dirs["foundry"]), "shuffled")
+                    if res:
+                        r.setdefault("shuffled_floor", []).append(res["samples"] / res["seconds"])
             if "foundry" in sides and compressed:
                 for _ in range(a.reps):
                     res = run("foundry", "ceiling", str(dirs["foundry"]))
@@ -229,7 +233,7 @@ def main() -> None:
                     r[s][key] = median(r[s].get(f"{key}_all", []))
             for s in sides:
                 r[s]["tree_floor"] = floors.get(s)
-            for key in ("floor", "ceiling"):
+            for key in ("floor", "shuffled_floor", "ceiling"):
                 if key in r:
                     r[f"{key}_sps"] = median(r[key])
             save(a.out, results)  # a run cut short keeps the workloads it finished
@@ -355,6 +359,7 @@ def table(results: dict) -> str:
                     ratios.append(f"{(f / v if higher else v / f):.2f}x")
             out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
         for key, what in (("floor_sps", "raw floor (slice each sample from mmap'd shards)"),
+                          ("shuffled_floor_sps", "the same in a shuffled epoch's order (as every side reads)"),
                           ("ceiling_sps", "decompression ceiling (zstd of every shard, in memory, one core)")):
             if r.get(key) and "foundry" in r:
                 parts = [f"{m} {r['foundry'][m + '_sps'] / r[key]:.2f}"

@@ -10,6 +10,7 @@ import numpy as np
 from bench_common import BATCH, batch_for, emit, epoch_result, main, resume_at_75, write_mds
 
 from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset  # imported before any timer starts
+from foundry.streaming.topology import Topology
 
 
 def write(workload: str, out: str, n: str) -> None:
@@ -34,24 +35,36 @@ def resume(src: str) -> None:
     resume_at_75(lambda: dataset(src, None))
 
 
-def floor(src: str) -> None:
-    """The raw floor: every sample's bytes sliced from the mmap'd shards, in shard order, no decode."""
+def floor(src: str, order: str = "shards") -> None:
+    """The raw floor: every sample's bytes sliced from the mmap'd shards, no decode; in shard order,
+    or (`order="shuffled"`) in the order of one shuffled epoch of the dataset, as the sides read."""
     import json
     import mmap
     import os
 
     index = json.load(open(os.path.join(src, "index.json")))
+    if order == "shuffled":  # the plan is made before the timer starts; every side makes its own
+        plan = dataset(src, None)._epoch_plan(Topology.detect(), 0, 0)
+        visits = list(zip(plan.shards.tolist(), plan.offsets.tolist()))
     t0 = time.perf_counter()
-    n = 0
+    maps, offsets, n = [], [], 0
     for shard in index["shards"]:
         with open(os.path.join(src, shard["raw_data"]["basename"]), "rb") as f:
             m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         count = int(np.frombuffer(m, "<u4", 1, 0)[0])
         off = np.frombuffer(m, "<u4", count + 1, 4).tolist()
+        if order == "shuffled":
+            maps.append(m)
+            offsets.append(off)
+            continue
         for i in range(count):
             m[off[i]:off[i + 1]]
         n += count
         m.close()
+    if order == "shuffled":
+        for s, i in visits:
+            maps[s][offsets[s][i]:offsets[s][i + 1]]
+        n = len(visits)
     emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +28,16 @@ def data(tmp_path):
 
 def _in_a_ring(tensor: torch.Tensor) -> bool:
     return any(s.data_ptr() <= tensor.data_ptr() < s.data_ptr() + s.nbytes() for s, _ in batch_ring._RINGS.values())
+
+
+def _nothing_new_in_dev_shm(before: set[str], patience_s: float = 10.0) -> None:
+    """No file left in /dev/shm beyond `before`. multiprocessing's named semaphores (sem.mp-*, the
+    spawn context's queue locks) go once their queue's feeder thread has ended, which can be a
+    moment after the loader is gone; anything still there after `patience_s` is a leak."""
+    deadline = time.monotonic() + patience_s
+    while (left := set(os.listdir("/dev/shm")) - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left
 
 
 def _check(batch) -> list[int]:
@@ -81,7 +92,7 @@ def test_persistent_workers_across_epochs_and_start_methods(data, context):
     del loader
     gc.collect()
     assert not batch_ring._RINGS  # the workers are gone: their segments are unmapped
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    _nothing_new_in_dev_shm(shm_before)
 
 
 def test_a_batch_bigger_than_the_ring_gets_a_bigger_ring_and_a_huge_one_goes_the_usual_way(monkeypatch):
@@ -118,6 +129,45 @@ def test_epochs_leave_nothing_in_dev_shm_under_the_file_system_sharing_strategy(
             assert ringed == ROWS // 4
             del batch
             gc.collect()
-            assert set(os.listdir("/dev/shm")) <= shm_before
+            _nothing_new_in_dev_shm(shm_before)
     finally:
         tmp.set_sharing_strategy(before_strategy)
+
+
+def test_number_bytes_and_str_columns_cross_in_the_ring_as_default_collate_makes_them(monkeypatch):
+    """In a worker, numbers (Python's and numpy's), bytes and str go into a slot; what the main
+    process unpickles is exactly default_collate's batch. Columns that default_collate would treat
+    otherwise (mixed types, a str pickle must carry) keep the usual way."""
+    import pickle
+
+    from torch.utils.data import default_collate
+    from torch.utils.data._utils import worker
+
+    from foundry.streaming.loader import _collate_read_only
+
+    monkeypatch.setattr(batch_ring, "_worker_ring", None)
+    monkeypatch.setattr(worker, "_worker_info", object())  # get_worker_info(): in a worker
+    batch = [{"i": i * 7 - 3, "f": i / 3, "b": i % 2 == 0, "f32": np.float32(i / 7), "i16": np.int16(-i),
+              "bytes": b"\x00\xff" * i, "text": "z\u00e9\u4e2d" * (i % 3), "mixed": i if i % 2 else i / 2,
+              "lone": "\ud800" if i == 2 else "x", "x": np.full(3, i, np.int32)} for i in range(5)]
+    made = _collate_read_only(batch)
+    for key in ("i", "f", "b", "f32", "i16", "x"):
+        assert isinstance(made[key], batch_ring._RingColumn), key
+    for key in ("bytes", "text"):
+        assert isinstance(made[key], batch_ring._RingValues), key
+    assert isinstance(made["mixed"], torch.Tensor) and made["lone"][2] == "\ud800"  # not in the ring
+    # this process plays the main process too: it has the worker's segment already, so the batch
+    # pickles as slot numbers and offsets, as every batch after a worker's first does
+    ring = batch_ring._worker_ring
+    ring.announced = True
+    batch_ring._RINGS[ring.key] = (ring.storage, batch_ring._bytes_of(ring.storage, batch_ring.SLOTS))
+    got = pickle.loads(pickle.dumps(made))
+    want = default_collate(batch)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert got[key].dtype == value.dtype and torch.equal(got[key], value), key
+        else:
+            assert got[key] == value and [type(v) for v in got[key]] == [type(v) for v in value], key
+    del got, made
+    batch_ring.forget_rings([os.getpid()])
