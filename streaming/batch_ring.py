@@ -9,9 +9,10 @@ batch here against 0.4 ms for the samples, bench/streaming/README.md).
 Here each worker owns one segment, split into a few slots. The segment's fd crosses once, with the
 first batch; after that a batch is a slot number, an offset, a shape and a dtype. The main process
 rebuilds each column as a tensor that views the slot directly (no copy), and the slot goes back to
-the worker when the last tensor viewing it is freed. A worker that finds no free slot (a training
-loop that keeps many batches alive) hands the batch over the usual way, so nothing ever waits for
-a slot.
+the worker when the last tensor viewing it is freed. Bytes and str columns travel packed in the
+slot too, and come out of it as the list of values they were (copied: nothing keeps the slot).
+A worker that finds no free slot (a training loop that keeps many batches alive) hands the batch
+over the usual way, so nothing ever waits for a slot.
 
 Slot ownership is one byte per slot at the head of the segment: the worker sets it when it fills
 the slot, the main process clears it when the slot's last tensor dies. Each side writes only the

@@ -115,6 +115,8 @@ def _place_in_ring(first: dict, columns: dict[str, list], stackable: dict[str, l
                 continue
             values[key] = (b"".join(encoded), np.cumsum([len(v) for v in encoded]).tolist(), kind is str)
     return batch_ring.place(arrays, values) if arrays or values else None
+
+
 UNIX_SOCKET_PATH_MAX = 107        # sun_path is 108 bytes with its NUL
 
 

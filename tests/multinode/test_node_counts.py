@@ -11,7 +11,7 @@ import re
 import pytest
 
 from support.multinode import (
-    check_same_as_reference, describe, foundry, run_yaml, steps, steps_of_resumption, wait_for, wait_status)
+    check_same_as_reference, describe, ended_how, foundry, run_yaml, steps, steps_of_resumption, wait_for, wait_status)
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode]
 RANK_ENV = re.compile(r"rank-env host=(\S+) RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) NODE_RANK=(\d+)")
@@ -55,7 +55,7 @@ def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, mn_referenc
 
     foundry("resume", "grow", "--nodes", "3")          # keeps 2 processes per node: 6 in all
     done = wait_status("grow", lambda d: d["status"] not in ("pending", "running"), timeout=300)
-    assert done["status"] == "completed", done
+    assert done["status"] == "completed", ended_how("grow", done)
     res = done["resumptions"]
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in res] == [
         ("mn3", 2, 4, "paused"), ("mn3", 3, 6, "completed")]
@@ -94,7 +94,7 @@ def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, 
     finally:
         for n in (1, 2):
             mn2.wan_off(n)
-    assert done["status"] == "completed", done
+    assert done["status"] == "completed", ended_how("move", done)
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in done["resumptions"]] == [
         ("local", 1, 1, "paused"), ("mn2", 2, 2, "completed")]
     check_layout(rank_envs("move", 1, 2), 2, 1, mn2.node_names)

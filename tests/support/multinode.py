@@ -198,6 +198,17 @@ def wait_status(name: str, until, timeout: float = 300, poll: float = 1.0) -> di
     raise AssertionError(f"run {name} never reached the expected state: {json.dumps(last, indent=1)[:3000]}")
 
 
+def ended_how(name: str, run: dict) -> str:
+    """An assertion message for a run that ended otherwise than expected: each resumption's state,
+    exit code and reason, the last events, and the tail of the latest resumption's log (a bare
+    repr of `run` is cut before any of them)."""
+    keys = ("index", "cluster", "nodes", "devices", "state", "cause", "exit_code", "exit_reason")
+    rows = [{k: r.get(k) for k in keys} for r in run.get("resumptions", [])]
+    log = foundry("logs", name, check=False)
+    return (f"run {name} is {run.get('status')}\nresumptions: {json.dumps(rows)}\n"
+            f"last events: {json.dumps(run.get('events', [])[-8:], default=str)}\n--- log tail ---\n{log[-4000:]}")
+
+
 def wait_for(predicate, timeout: float = 120, poll: float = 0.3, what: str = "condition"):
     return _wait_for(predicate, timeout, poll, what)
 
