@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
+from . import fork_gc
 from .cache import Prefetcher
 
 
@@ -156,6 +157,8 @@ def iterate(plan: EpochPlan, source: ShardSource,
     early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
     ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
+    thaw = fork_gc.release  # kept here: at exit this module's globals may be gone before the finally runs
+    fork_gc.hold()  # collections during the epoch skip what was alive before it (fork_gc.py)
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         firsts = walk.use_first.tolist() + [total]
@@ -202,7 +205,10 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 c = e
         finished = True
     finally:
-        walk.finish(finished, readers)
+        try:
+            walk.finish(finished, readers)
+        finally:
+            thaw()
 
 
 class BatchMaker(Protocol):
@@ -233,6 +239,8 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
         return readers[shard].get_sample(index) if sample is None else sample(shard, index)
 
     finished = False
+    thaw = fork_gc.release
+    fork_gc.hold()
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist()))
@@ -259,4 +267,7 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
                 walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
         finished = True
     finally:
-        walk.finish(finished, readers)
+        try:
+            walk.finish(finished, readers)
+        finally:
+            thaw()

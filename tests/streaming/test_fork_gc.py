@@ -1,5 +1,6 @@
 """While forked DataLoader workers run, the objects they share with the main process are frozen out
-of garbage collection (streaming/fork_gc.py); afterwards they are not, and nothing leaks."""
+of garbage collection (streaming/fork_gc.py), and so are a plain loop's objects from before its
+epoch; afterwards they are not, and nothing leaks."""
 
 import gc
 import weakref
@@ -85,3 +86,30 @@ def test_a_freeze_of_the_program_own_and_spawned_workers_are_left_alone(data, th
     # wind down while this runs (an exact count failed once in a hundred suites).
     assert 0 < gc.get_freeze_count() <= frozen
     assert max(count for count, _ in during) <= frozen
+
+
+def test_a_plain_loop_leaves_what_was_alive_before_its_epoch_out_of_collections(data, thawed):
+    """A full collection inside the epoch walks only what the epoch made (one over torch and a
+    model costs tens of ms); the epoch's end, or its iterator dropped, thaws."""
+    before = _Node()
+    garbage = _Node()
+    gone = weakref.ref(garbage)
+    del garbage
+    dataset = StreamingDataset(local=data, batch_size=4)
+    seen = 0
+    for _ in dataset:
+        if seen == 3:
+            assert gc.get_freeze_count() > 0
+            assert not any(o is before for o in gc.get_objects(generation=2))
+            gc.collect()
+            assert gone() is not None  # cyclic garbage from before waits for the epoch's end
+        seen += 1
+    assert seen == 40 and gc.get_freeze_count() == 0
+    gc.collect()
+    assert gone() is None and any(o is before for o in gc.get_objects(generation=2))
+
+    samples = iter(dataset)
+    next(samples)
+    assert gc.get_freeze_count() > 0
+    del samples  # a loop left early
+    assert gc.get_freeze_count() == 0
