@@ -98,6 +98,10 @@ class _Progress:
         self.prefetcher = (Prefetcher(source.ensure, self.use_shards.tolist(), self.use_first.tolist(), self.window,
                                       threads=plan.threads, after=self.after_fetch, start=not plan.prefetch_after_first)
                            if plan.prefetch else _NoPrefetch())
+        # collections during the walk skip what was alive before it (fork_gc.py); the release is
+        # kept here: at exit this module's globals may be gone before `finish` runs
+        self._thaw = fork_gc.release
+        fork_gc.hold()
 
     def protect(self) -> set[int]:
         lo = np.searchsorted(self.use_first, self.position, side="right") - 1
@@ -115,13 +119,16 @@ class _Progress:
         self.prefetcher.advance(position)
 
     def finish(self, finished: bool, readers: dict[int, Any]) -> None:
-        self.prefetcher.close(wait=finished)
-        self.source.after_fetch(self.where)
-        for r in readers.values():
-            try:
-                r.close()
-            except Exception:  # noqa: BLE001 - a sample may still view the map
-                pass
+        try:
+            self.prefetcher.close(wait=finished)
+            self.source.after_fetch(self.where)
+            for r in readers.values():
+                try:
+                    r.close()
+                except Exception:  # noqa: BLE001 - a sample may still view the map
+                    pass
+        finally:
+            self._thaw()
 
 
 # While some shard is read early with ranged reads, samples go out in runs of this many, and each
@@ -157,8 +164,6 @@ def iterate(plan: EpochPlan, source: ShardSource,
     early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
     ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
-    thaw = fork_gc.release  # kept here: at exit this module's globals may be gone before the finally runs
-    fork_gc.hold()  # collections during the epoch skip what was alive before it (fork_gc.py)
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         firsts = walk.use_first.tolist() + [total]
@@ -205,10 +210,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 c = e
         finished = True
     finally:
-        try:
-            walk.finish(finished, readers)
-        finally:
-            thaw()
+        walk.finish(finished, readers)
 
 
 class BatchMaker(Protocol):
@@ -239,8 +241,6 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
         return readers[shard].get_sample(index) if sample is None else sample(shard, index)
 
     finished = False
-    thaw = fork_gc.release
-    fork_gc.hold()
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist()))
@@ -267,7 +267,4 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
                 walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
         finished = True
     finally:
-        try:
-            walk.finish(finished, readers)
-        finally:
-            thaw()
+        walk.finish(finished, readers)

@@ -72,9 +72,7 @@ def _collate_read_only(batch: list) -> Any:
             out[key] = values
         in_ring = (_place_in_ring(first, out, stackable) if get_worker_info() is not None else None) or {}
         for key, values in out.items():
-            ringed = in_ring.get(key)
-            out[key] = ringed if ringed is not None else (_stack(values) if key in stackable
-                                                          else _collate_read_only(values))
+            out[key] = in_ring.get(key) or (_stack(values) if key in stackable else _collate_read_only(values))
         return out
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

@@ -47,25 +47,25 @@ def floor(src: str, order: str = "shards") -> None:
         plan = dataset(src, None)._epoch_plan(Topology.detect(), 0, 0)
         visits = list(zip(plan.shards.tolist(), plan.offsets.tolist()))
     t0 = time.perf_counter()
-    maps, offsets, n = [], [], 0
+    maps, offsets = [], []
     for shard in index["shards"]:
         with open(os.path.join(src, shard["raw_data"]["basename"]), "rb") as f:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        count = int(np.frombuffer(m, "<u4", 1, 0)[0])
-        off = np.frombuffer(m, "<u4", count + 1, 4).tolist()
-        if order == "shuffled":
-            maps.append(m)
-            offsets.append(off)
-            continue
-        for i in range(count):
-            m[off[i]:off[i + 1]]
-        n += count
-        m.close()
+            maps.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        count = int(np.frombuffer(maps[-1], "<u4", 1, 0)[0])
+        offsets.append(np.frombuffer(maps[-1], "<u4", count + 1, 4).tolist())
     if order == "shuffled":
         for s, i in visits:
             maps[s][offsets[s][i]:offsets[s][i + 1]]
         n = len(visits)
-    emit({"seconds": time.perf_counter() - t0, "samples": n})
+    else:
+        for m, off in zip(maps, offsets):
+            for i in range(len(off) - 1):
+                m[off[i]:off[i + 1]]
+        n = sum(len(off) - 1 for off in offsets)
+    seconds = time.perf_counter() - t0
+    for m in maps:
+        m.close()
+    emit({"seconds": seconds, "samples": n})
 
 
 def ceiling(src: str) -> None:

@@ -192,15 +192,11 @@ class MDSShardFileReader(MDSShardReader):
         begin, end = self._span(i)
         return self._decode(os.pread(self._fd, end - begin, begin), 0)
 
-    def read_into(self, i: int, buffers: Sequence) -> None:
-        """Sample `i`'s stored bytes scattered into `buffers` (one read; their sizes add up to the
-        sample's): how a batch reads fixed-size columns straight into its tensors."""
-        self.read_rows_into([i], [buffers])
-
     def read_rows_into(self, indices: list[int], rows: list[Sequence]) -> None:
-        """`read_into` for many samples: sample `indices[k]` into the buffers `rows[k]`. One pread
-        a sample and no Python call between them: a batch's 8 KiB token rows cost ~1.8 µs each
-        here, where a call a row cost ~2.3 µs, against ~1.5 µs for the bare pread."""
+        """Sample `indices[k]`'s stored bytes scattered into the buffers `rows[k]` (one read each;
+        their sizes add up to the sample's): how a batch reads fixed-size columns straight into its
+        tensors. One pread a sample and no Python call between them: a batch's 8 KiB token rows
+        cost ~1.8 µs each here, where a call a row cost ~2.3 µs, against ~1.5 µs for the bare pread."""
         if self._offsets is None:
             self._ensure()
         offsets, fd, n, preadv = self._offsets, self._fd, self.info.samples, os.preadv

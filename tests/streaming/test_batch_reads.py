@@ -145,10 +145,10 @@ def test_a_shard_cut_short_under_an_open_reader_is_a_data_error(tmp_path):
     reader = open_shard(info, path, mapped=False)
     columns = batch_reads.fixed_columns(reader)  # opens the file
     rows = [memoryview(np.zeros(c.nbytes, np.uint8)) for c in columns]
-    reader.read_into(len(reader) - 1, rows)
+    reader.read_rows_into([len(reader) - 1], [rows])
     os.truncate(path, os.path.getsize(path) - 10)
     with pytest.raises(DataError, match="truncated"):
-        reader.read_into(len(reader) - 1, rows)
+        reader.read_rows_into([len(reader) - 1], [rows])
     reader.close()
 
 
