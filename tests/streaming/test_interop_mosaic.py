@@ -207,3 +207,50 @@ def test_local_only_compressed_mosaic_dataset_reads_every_sample(mosaic_written,
     assert set(zipped) <= {p.name for p in local.rglob("shard.*")}
     # (locks, and stamps of the shards known good, are the cache's state, not leftovers)
     assert not [p for p in (local / ".foundry").rglob("*") if p.is_file() and not {"locks", "verified"} & set(p.parts)]
+
+
+# every column of the mosaic-written MDS samples that torch's default_collate takes as it is (not u64:
+# torch.as_tensor refuses uint64 scalars above int64's range)
+_COLLATABLE = ["b", "s", "i", "u8", "u16", "u32", "i8", "i16", "i32", "i64", "f16", "f32", "f64", "si", "sf", "nds"]
+
+
+class _Collatable:
+    """Mixed into StreamingDataset: each sample cut to the columns default_collate takes."""
+
+    def __getitem__(self, index):
+        sample = super().__getitem__(index)
+        return {k: sample[k] for k in _COLLATABLE}
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")  # torch's own collate, below
+def test_batches_of_a_mosaic_written_zstd_dataset_are_torch_default_collate_s(mosaic_written, tmp_path):
+    """Bytes, str, Python int and numpy-scalar columns of shards mosaic wrote and compressed cross
+    from StreamingDataLoader's workers in their ring slots (batch_ring.py): every batch is the one
+    torch's own DataLoader makes with default_collate, tensor dtypes and value types included."""
+    import shutil
+
+    import torch
+    from torch.utils.data import DataLoader, default_collate
+
+    from foundry.streaming import StreamingDataLoader, StreamingDataset
+
+    class Cut(_Collatable, StreamingDataset):
+        pass
+
+    base, _ = mosaic_written
+    shutil.copytree(base / "mosaic" / "mds-zstd", tmp_path / "mds-zstd")
+    src = str(tmp_path / "mds-zstd")
+
+    def batches(loader_class, **kw):
+        ds = Cut(local=src, allow_unsafe_types=True, shuffle=True, batch_size=4)
+        return list(loader_class(ds, batch_size=4, num_workers=2, multiprocessing_context="fork", **kw))
+
+    got, want = batches(StreamingDataLoader), batches(DataLoader, collate_fn=default_collate)
+    assert len(got) == len(want) == -(-N // 4)
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys()
+        for key, value in b.items():
+            if isinstance(value, torch.Tensor):
+                assert a[key].dtype == value.dtype and torch.equal(a[key], value), key
+            else:
+                assert a[key] == value and [type(v) for v in a[key]] == [type(v) for v in b[key]], key
