@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("foundry.control")
 
-LAUNCH_GRACE_S = 120.0  # rows without an intent: no handle after this long means never launched
+LAUNCH_GRACE_S = 120.0
+RELAUNCH_CAUSES = ("retry", "failover")  # resumptions the watchdog launches on its own  # rows without an intent: no handle after this long means never launched
 
 
 def launcher_identity() -> dict[str, Any]:
@@ -111,10 +112,14 @@ def reclaim_after_error(provider: Any, intent: dict[str, Any] | None) -> JobHand
 
 
 def _fail(registry: "Registry", run: "RunInfo", res: "Resumption", reason: str) -> str | None:
-    if registry.transition(run.id, res.index, res.state, "failed", "failed",
-                              {"resumption": res.index, "reason": reason},
-                              ended_at=time.time(), exit_reason=reason):
-        notify_run_event(run.name, "failed", {"resumption": res.index, "reason": reason})
-        return f"{run.name}: resumption {res.index} failed: launch interrupted"
+    # A person's launch (create, resume) that died is theirs to repeat: failed. The watchdog's own
+    # relaunch that died (kill -9 of `foundry watch`) is a system failure: lost, so the next pass
+    # relaunches it while retries are left (the run must not need hands for that).
+    state = "lost" if res.cause in RELAUNCH_CAUSES else "failed"
+    if registry.transition(run.id, res.index, res.state, state, state,
+                           {"resumption": res.index, "reason": reason},
+                           ended_at=time.time(), exit_reason=reason):
+        notify_run_event(run.name, state, {"resumption": res.index, "reason": reason})
+        return f"{run.name}: resumption {res.index} {state}: launch interrupted"
     return None
 

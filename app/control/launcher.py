@@ -24,7 +24,7 @@ from .config import FoundryPaths
 from .launch import Placement, build_request, check_capacity, check_support, describe_cluster, wants_gpus
 from .launch_intent import (handle_record, launcher_alive, launching_intent, planning_intent,
                             reclaim_after_error)
-from .models import RunInfo
+from .models import Resumption, RunInfo
 from .registry import Registry
 from .secrets import SecretStore
 
@@ -62,10 +62,16 @@ class Launcher:
                     launch_intent=planning_intent())
 
     def launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str, *, idx: int | None = None,
-               planned: Planned | None = None) -> int:
-        """Start resumption `idx` (a new one when None) with `planned`, or a plan made now."""
+               planned: Planned | None = None, after: Resumption | None = None,
+               states: tuple[str, ...] = ()) -> int:
+        """Start resumption `idx` (recorded with the run by create), or a new one decided on `after`:
+        it is recorded only if `after` is still the run's latest resumption and in one of `states`
+        (one registry transaction; LaunchConflict otherwise), so no two launchers start the same run."""
         if idx is None:
-            idx = self.registry.add_resumption(run_id, **self.resumption_fields(place, cause))
+            if after is None:
+                raise ValueError("a new resumption is decided on the latest one (after=)")
+            idx = self.registry.add_resumption(run_id, after=after.index, states=states,
+                                               **self.resumption_fields(place, cause))
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
         provider, intent = None, None
         try:

@@ -27,7 +27,7 @@ from .launch_intent import resolve as resolve_launch
 from .launcher import Launcher
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, Resumption, RunInfo
-from .registry import Registry
+from .registry import LaunchConflict, Registry
 from .run_views import resumed_from
 
 log = logging.getLogger("foundry.control")
@@ -42,9 +42,14 @@ class Watchdog:
         actions: list[str] = []
         runs = [self.registry.get_run(name, events=False)] if name else self.registry.list_runs()
         for run in runs:
-            if run is None or run.latest is None or run.latest.state not in ACTIVE_STATUSES:
+            if run is None or run.latest is None:
                 continue
-            actions += self._observe(run)
+            if run.latest.state in ACTIVE_STATUSES:
+                actions += self._observe(run)
+            elif run.latest.state == JobState.LOST.value and run.retries_used < run.max_retries:
+                # a loss filed by a reconciler that died before it relaunched (kill -9 of `foundry watch`):
+                # the relaunch is a compare-and-set on this lost resumption, so it happens once
+                actions += filter(None, [self._retry(run, run.latest)])
         return actions
 
     def _observe(self, run: RunInfo) -> list[str]:
@@ -103,15 +108,18 @@ class Watchdog:
         if not res.resumed_from:
             self._record_resumed_from(run, res.index)
         if state == JobState.LOST.value and run.retries_used < run.max_retries:
-            actions.append(self._retry(run, res))
+            actions += filter(None, [self._retry(run, res)])
         return actions
 
-    def _retry(self, run: RunInfo, res: Resumption) -> str:
-        """Relaunch a lost run where it ran, with the same devices (the launcher's one path)."""
+    def _retry(self, run: RunInfo, res: Resumption) -> str | None:
+        """Relaunch a lost run where it ran, with the same devices (the launcher's one path), decided
+        on the lost resumption `res`: None when another launcher relaunched it first."""
         spec = parse_spec(run.spec)
         place = placement_for(spec, res.cluster, res.devices, res.nodes)
         try:
-            idx = self.launcher.launch(spec, run.id, place, cause="retry")
+            idx = self.launcher.launch(spec, run.id, place, cause="retry", after=res, states=(JobState.LOST.value,))
+        except LaunchConflict:
+            return None
         except FoundryError as exc:
             return f"{run.name}: retry failed: {exc.message}"
         retry = {"resumption": idx, "cluster": res.cluster,

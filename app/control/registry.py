@@ -68,6 +68,20 @@ _RES_COLS = ("idx", "cluster", "provider", "nodes", "devices", "state", "cause",
              "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from")
 
 
+class LaunchConflict(ConfigError):
+    """Another launcher got there first: the run's latest resumption is no longer the one this launch
+    was decided on (add_resumption's compare-and-set)."""
+
+    def __init__(self, name: str, latest: sqlite3.Row | None):
+        self.name = name
+        self.latest_index = latest["idx"] if latest else None
+        self.latest_state = latest["state"] if latest else None
+        what = (f"its resumption {latest['idx']} ({latest['cause']}) is {latest['state']}" if latest
+                else "it has no resumption")
+        super().__init__(f"run {name!r} was launched by another command meanwhile: {what}",
+                         hint=f"`foundry describe run {name}` shows it; nothing was started twice")
+
+
 class Registry:
     def __init__(self, path: str | Path, timeout: float = 30.0):
         self.path = Path(path)
@@ -165,10 +179,23 @@ class Registry:
             return db.execute("DELETE FROM runs WHERE name=?", (name,)).rowcount > 0
 
     # --- resumptions --------------------------------------------------------------------------
-    def add_resumption(self, run_id: str, **fields: Any) -> int:
+    def add_resumption(self, run_id: str, *, after: int | None = None, states: tuple[str, ...] = (),
+                       **fields: Any) -> int:
         """A new pending resumption (keywords: cluster, provider, nodes, devices, cause, resumed_from,
-        retry, launch_intent); returns its index."""
+        retry, launch_intent); returns its index.
+
+        With `after`, this is the launch's compare-and-set: the new row goes in only if the run's
+        latest resumption is still `after` and in one of `states`, checked and written in one
+        BEGIN IMMEDIATE transaction. Two launchers that both saw a run paused (two `resume`s, a
+        `resume` and the watchdog's retry) therefore never both launch: the second gets
+        LaunchConflict, which names what the first one started."""
         with self.write() as db:
+            if after is not None:
+                latest = db.execute("SELECT idx, state, cause FROM resumptions WHERE run_id=? ORDER BY idx DESC"
+                                    " LIMIT 1", (run_id,)).fetchone()
+                if latest is None or latest["idx"] != after or latest["state"] not in states:
+                    name = db.execute("SELECT name FROM runs WHERE id=?", (run_id,)).fetchone()
+                    raise LaunchConflict(name["name"] if name else run_id, latest)
             return _insert_resumption(db, run_id, **fields)
 
     def launch_intent(self, run_id: str, idx: int) -> dict | None:

@@ -148,7 +148,8 @@ class Runs:
         place = placement_for(spec, cluster or (last.cluster if last else None), gpus,
                               nodes or (last.nodes if last else None))
         self.check_refs(spec, place.cluster)
-        idx = self.launcher.launch(spec, run.id, place, cause="resume")
+        # decided on `last`: a resume, move or retry that launched since makes this one a LaunchConflict
+        idx = self.launcher.launch(spec, run.id, place, cause="resume", after=last, states=RESUMABLE_STATUSES)
         self.registry.add_event(run.id, "resumed", idx, {"cluster": place.cluster, "devices": place.devices})
         notify_run_event(name, "resumed", {"resumption": idx, "cluster": place.cluster, "devices": place.devices})
         return self.get(name, reconcile=False)
