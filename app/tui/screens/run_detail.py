@@ -75,6 +75,9 @@ class RunDetailScreen(RunActions, FoundryScreen):
     def selected_run(self) -> str:
         return self.run_name
 
+    def run_status(self, name: str) -> str | None:
+        return getattr(self, "status", None)
+
     def after_change(self) -> None:
         self.action_refresh()
 
@@ -123,6 +126,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
 
     def _show(self, run, records, progress, spans, checkpoints, config, logs, url) -> None:
         now = self.app.clock()
+        self.status = run.status
         summary = Text.assemble(
             (run.name, "bold"), "  ", status_text(run.status), f"  on {run.cluster} ({run.devices} dev, "
             f"{run.nodes} node)  step {fmt.step_of(progress.step, progress.max_steps)}  loss "

@@ -55,7 +55,11 @@ class RunsScreen(RunActions, TableScreen):
         runs = plane.list_runs()
         now = self.app.clock()
         rows = [run_row(run, plane.runs.progress(run), now) for run in runs]
+        self.statuses = {run.name: run.status for run in runs}
         self.show_rows(rows)
+
+    def run_status(self, name: str) -> str | None:
+        return getattr(self, "statuses", {}).get(name)
 
     def selected_run(self) -> str | None:
         name = self.table.current_key
