@@ -35,9 +35,11 @@ from .arguments import check_settings, loss_from_output
 from .callbacks import CallbackList
 from .checkpoint.session import CheckpointSession, ResumePoint
 from .config import TrainerConfig
+from .env_settings import apply_env
 from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
 from .precision import autocast, check_precision, describe_precision, make_grad_scaler
+from .resume_probe import probes_from_env
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
 from .signals import protect_workers, take_early
 from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
@@ -52,6 +54,7 @@ class Trainer:
                  loss_fn: Callable | None = None, eval_dataloader=None, loggers: list | None = None,
                  callbacks: list | None = None, config: dict | None = None, progress_bar: bool | None = None,
                  exit_on_pause: bool = True, **settings: Any):
+        run_name, settings = apply_env(run_name, settings)  # set from outside a script: env_settings.py
         check_settings(settings)
         self.cfg = TrainerConfig(run_name=run_name, max_duration=max_duration, **settings)
         self.env = fdist.DistEnv.detect()
@@ -83,7 +86,7 @@ class Trainer:
         self._logger_specs, self._progress_bar = loggers or [], progress_bar
         self.loggers: list = []
         self.resolved_config: dict[str, Any] = {}
-        self.callbacks = CallbackList(callbacks or [])
+        self.callbacks = CallbackList(list(callbacks or []) + probes_from_env())  # verify-resume's, when set
         self.checkpoints = CheckpointSession(self.cfg, self.env, self.run_dir)
         self.pause = take_early()  # a stop since the entry point started is not lost
         self.exit_on_pause = exit_on_pause
