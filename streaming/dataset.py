@@ -23,7 +23,8 @@ from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs lo
 from .batch_reads import WorkerBatches
 from .iterator import EpochPlan, iterate, iterate_batches
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
-                   locate, make_layout, rank_ids, rank_length, stream_choose, worker_ids)
+                   check_batching, locate, make_layout, rank_ids, rank_length, stream_choose, stream_proportions,
+                   worker_ids)
 from .readers import ReaderPool
 from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
@@ -88,9 +89,7 @@ class StreamingDataset(IterableDataset):
             warnings.warn(f"StreamingDataset ignores {', '.join(sorted(unused))} (mosaicml-streaming options "
                           "Foundry does not need)", stacklevel=2)
         check_algo(shuffle_algo)
-        if batching_method != "random":
-            raise ConfigError(f"batching_method {batching_method!r} is not supported",
-                              hint="use the default 'random' (mosaic's default); stratified and per-stream batches are not implemented")
+        check_batching(batching_method, batch_size)  # plan/batching.py
         if replication not in (None, 1):
             raise ConfigError("replication is not supported", hint="leave replication unset")
         if int(shuffle_seed) < 0:
@@ -118,6 +117,7 @@ class StreamingDataset(IterableDataset):
         self.predownload = predownload
         self.sampling_method = sampling_method
         self.sampling_granularity = int(sampling_granularity)
+        self.batching_method = batching_method
         self.partition_algo = partition_algo
         self.allow_unsafe_types = allow_unsafe_types
         self._download_threads = max(1, int(download_threads))
@@ -144,7 +144,8 @@ class StreamingDataset(IterableDataset):
         choose = stream_choose(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
                                [s.choose for s in self.streams],
                                parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size, self.shuffle_seed)
-        self._layout = make_layout(sizes, choose.tolist())
+        shares = stream_proportions(stream_totals, [s.proportion for s in self.streams], choose.tolist(), epoch_size)
+        self._layout = make_layout(sizes, choose.tolist(), shares.tolist())
         self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
         self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
         self._counter = EpochCounter()
@@ -296,6 +297,7 @@ class StreamingDataset(IterableDataset):
                            block_size=self.shuffle_block_size, num_canonical_nodes=self._canonical_nodes(),
                            batch_size=self.batch_size or 1, partition_algo=self.partition_algo,
                            sampling_method=self.sampling_method, sampling_granularity=self.sampling_granularity,
+                           batching_method=self.batching_method,
                            initial_physical_nodes=self._initial_physical_nodes)
 
     def _worker_sample_ids(self, topo: Topology, epoch: int, start: int) -> np.ndarray:
@@ -327,6 +329,8 @@ class StreamingDataset(IterableDataset):
         facts = {"shards": parts, "choose": list(self._layout.choose), "sampling": self.sampling_method}
         if self.sampling_granularity != 1:  # only then, so that older states keep loading
             facts["granularity"] = self.sampling_granularity
+        if self.batching_method != "random":  # another method is another order
+            facts["batching"] = self.batching_method
         blob = json.dumps(facts, sort_keys=True).encode()
         return hashlib.sha1(blob).hexdigest()
 

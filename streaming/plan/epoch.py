@@ -21,6 +21,7 @@ import numpy as np
 
 from foundry.plugins.errors import ConfigError
 
+from .batching import batched_work, check_batching
 from .partition import WorldShape, epoch_total, keeps_first_run_batches, partition
 from .sampling import resample
 from .shuffle import check_algo, default_block_size, shuffle_positions
@@ -33,6 +34,9 @@ class Layout:
     shard_offsets: np.ndarray  # int64, len S+1
     stream_shards: tuple[tuple[int, int], ...]  # [first, end) shard indices per stream
     choose: tuple[int, ...]  # samples per epoch per stream
+    # each stream's share as mosaic's Stream.apply_weights leaves it (sampling.stream_proportions):
+    # the stream-aware batching methods size batches and shuffle blocks by it
+    proportion: tuple[float, ...] = ()
 
     @property
     def num_samples(self) -> int:
@@ -61,9 +65,11 @@ class OrderConfig:
     sampling_method: str = "balanced"
     sampling_granularity: int = 1
     initial_physical_nodes: int | None = None
+    batching_method: str = "random"
 
     def check(self) -> None:
         check_algo(self.algo)
+        check_batching(self.batching_method, self.batch_size)
         if self.batch_size <= 0 or self.num_canonical_nodes <= 0:
             raise ConfigError("batch_size and num_canonical_nodes must be positive")
         if self.seed < 0:
@@ -80,6 +86,8 @@ def epoch_work(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch: int, 
     """Sample ids as (nodes, ranks per node, workers per rank, batches per worker, batch size);
     -1 where a worker reads nothing. Positions before `sample_in_epoch` are left out."""
     cfg.check()
+    if cfg.batching_method != "random":
+        return batched_work(layout, cfg, world, epoch, sample_in_epoch)
     units, sample_of = epoch_positions(layout, cfg, epoch)
     big = partition(cfg.partition_algo, len(sample_of), cfg.num_canonical_nodes, world, cfg.batch_size,
                     sample_in_epoch, cfg.initial_physical_nodes)
@@ -106,12 +114,16 @@ def rank_ids(work: np.ndarray, node: int, rank_of_node: int) -> np.ndarray:
 
 def epoch_length(layout: Layout, cfg: OrderConfig, world: WorldShape) -> int:
     """Samples all ranks read together in a whole epoch (a few repeats when the ranks need them)."""
+    if cfg.batching_method != "random":  # whole batches are dropped: count them
+        return int((epoch_work(layout, cfg, world, 0) != -1).sum())
     return epoch_total(layout.epoch_samples, cfg.num_canonical_nodes, world, cfg.initial_physical_nodes,
                        cfg.partition_algo)
 
 
 def rank_length(layout: Layout, cfg: OrderConfig, world: WorldShape, node: int, rank_of_node: int) -> int:
     """Samples one rank reads in a whole epoch."""
+    if cfg.batching_method != "random":
+        return int((epoch_work(layout, cfg, world, 0)[node, rank_of_node] != -1).sum())
     if not keeps_first_run_batches(cfg.partition_algo, cfg.num_canonical_nodes, world.num_nodes,
                                    cfg.initial_physical_nodes):
         return epoch_length(layout, cfg, world) // world.num_ranks  # every rank reads as many
@@ -126,11 +138,16 @@ def locate(ids: np.ndarray, shard_offsets: np.ndarray) -> tuple[np.ndarray, np.n
     return shard, ids - shard_offsets[shard]
 
 
-def make_layout(shard_sizes_per_stream: Sequence[Sequence[int]], choose: Sequence[int]) -> Layout:
+def make_layout(shard_sizes_per_stream: Sequence[Sequence[int]], choose: Sequence[int],
+                proportion: Sequence[float] | None = None) -> Layout:
+    """`proportion` defaults to each stream's share of the epoch (mosaic's, without weights)."""
     sizes: list[int] = []
     ranges = []
     for stream_sizes in shard_sizes_per_stream:
         ranges.append((len(sizes), len(sizes) + len(stream_sizes)))
         sizes.extend(int(x) for x in stream_sizes)
     offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).astype(np.int64, copy=False)
-    return Layout(offsets, tuple(ranges), tuple(int(c) for c in choose))
+    if proportion is None:
+        total = sum(int(c) for c in choose)
+        proportion = [int(c) / total if total else 0.0 for c in choose]
+    return Layout(offsets, tuple(ranges), tuple(int(c) for c in choose), tuple(float(p) for p in proportion))

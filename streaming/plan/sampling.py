@@ -71,6 +71,23 @@ def stream_choose(
     return np.asarray(counts, dtype=np.int64)
 
 
+def stream_proportions(sizes: Sequence[int], proportion: Sequence[float | None], choose: Sequence[int],
+                       epoch_size: object) -> np.ndarray:
+    """Each stream's share as mosaic's `Stream.apply_weights` leaves `stream.proportion` (the
+    stream-aware batching methods use it): the normalised weights when every stream has one, the
+    stream sizes' shares with only `epoch_size`, else each stream's share of the epoch (`choose`
+    as `stream_choose` returned it). Only whether `epoch_size` is set matters: without weights
+    and without it, `choose` is the sizes anyway."""
+    if len(proportion) and all(p is not None for p in proportion):
+        weights = np.asarray(proportion, dtype=np.float64)
+    elif epoch_size:
+        weights = np.asarray(sizes, dtype=np.float64)
+    else:
+        weights = np.asarray(choose, dtype=np.int64)
+    total = weights.sum()
+    return weights / total if total else np.zeros(len(weights), dtype=np.float64)
+
+
 def shard_choose(shard_sizes: np.ndarray, choose: int, granularity: int, seed: int, epoch: int,
                  use_epoch: bool) -> np.ndarray:
     """How many samples each shard of one stream gives this epoch (mosaic's `get_sampling`)."""

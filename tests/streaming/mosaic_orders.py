@@ -3,7 +3,8 @@ the answers of mosaic's own planning code as JSON, so one process answers many c
 
 kinds: "shuffle" (get_shuffle), "partition" (get_partitions), "sampling" (get_sampling) and "work":
 the whole epoch plan of mosaic's StreamingDataset (Stream.apply_weights, resample_streams and the
-'random' batching) for a layout given as shard sizes per stream, without any files.
+case's "batching" method, 'random' by default) for a layout given as shard sizes per stream,
+without any files.
 """
 
 import json
@@ -42,7 +43,7 @@ def work(case):
     ds.epoch_size = Stream.apply_weights(streams, per_stream, case["epoch_size"], case["seed"])
     ds.resample_streams = types.MethodType(StreamingDataset.resample_streams, ds)
     world = World(case["p"], case["r"], case["w"], 0)
-    return generate_work("random", ds, world, case["epoch"], case["drop"])
+    return generate_work(case.get("batching", "random"), ds, world, case["epoch"], case["drop"])
 
 
 out = []

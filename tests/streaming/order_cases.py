@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from foundry.streaming.plan import OrderConfig, WorldShape, epoch_work, make_layout, partition, shard_choose, \
-    shuffle_positions, stream_choose
+    shuffle_positions, stream_choose, stream_proportions
 
 ALGOS = ["py1e", "py1br", "py1s", "py2s", "naive"]
 
@@ -60,11 +60,12 @@ def foundry_answer(case: dict) -> dict:
             ws = case["weights"]
             choose = stream_choose(per_stream, [w["proportion"] for w in ws], [w["repeat"] for w in ws],
                                    [w["choose"] for w in ws], case["epoch_size"], case["seed"])
+            shares = stream_proportions(per_stream, [w["proportion"] for w in ws], choose, case["epoch_size"])
             cfg = OrderConfig(seed=case["seed"], shuffle=case["shuffle"], algo=case["algo"], block_size=case["block"],
                               num_canonical_nodes=case["c"], batch_size=case["b"], partition_algo=case["partition_algo"],
                               sampling_method=case["sampling_method"], sampling_granularity=case["granularity"],
-                              initial_physical_nodes=case["initial"])
-            res = epoch_work(make_layout(case["shards"], choose), cfg, WorldShape(case["p"], case["r"], case["w"]),
+                              initial_physical_nodes=case["initial"], batching_method=case.get("batching", "random"))
+            res = epoch_work(make_layout(case["shards"], choose, shares.tolist()), cfg, WorldShape(case["p"], case["r"], case["w"]),
                              case["epoch"], case["drop"])
     except Exception as e:  # noqa: BLE001 - refusals are compared too
         return {"error": f"{type(e).__name__}: {e}"}

@@ -135,7 +135,7 @@ def test_two_nodes_default_canonical_nodes_and_node_local_shards(make_dataset, t
 @pytest.mark.parametrize("kw,match", [
     ({"shuffle_algo": "py1b"}, "py1b.*does not exist in mosaicml-streaming 0.13"),
     ({"shuffle_algo": "py9"}, "unknown shuffle_algo"),
-    ({"batching_method": "stratified"}, "batching_method"),
+    ({"batching_method": "fancy"}, "unknown batching_method"),
     ({"partition_algo": "fancy"}, "unknown partition_algo"),
     ({"sampling_method": "random"}, "unknown sampling_method"),
     ({"replication": 2}, "replication"),
