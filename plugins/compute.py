@@ -122,6 +122,9 @@ class ComputeProvider(Protocol):
     # def reclaim(self, intent: dict) -> JobHandle | None: after the launching process died without
     #     recording a handle: the job's handle if it was launched (the control plane adopts it), or
     #     None only once the provider has made sure that launch can never run.
+    # accepts_cluster_context = True (class attribute): the cluster config also gets `state_dir` (a folder
+    #     in FOUNDRY_HOME for the provider's own state) and, when it names a `secret`, `secret_injection`
+    #     (that secret's SecretInjection: env and files), resolved by the control plane.
 
 
 # The trainer exits with this code after a graceful pause (checkpoint published).

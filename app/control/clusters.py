@@ -30,8 +30,9 @@ DEFAULT_CLUSTER = "local"
 
 
 class Clusters:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, secrets: Any = None):
         self.path = Path(path)
+        self.secrets = secrets   # a SecretStore: resolves a cluster's `secret` for providers that ask for it
 
     def _load(self) -> dict[str, dict[str, Any]]:
         data: Any = {}
@@ -65,6 +66,11 @@ class Clusters:
         if reg is None:
             raise ConfigError(f"cluster {name!r} uses unknown provider {cfg['provider']!r}",
                               hint=f"installed providers: {', '.join(compute_registry().names())}")
+        if getattr(reg.value, "accepts_cluster_context", False):
+            # a folder of its own for state (pinned host keys, the key file ssh reads) and its `secret`
+            cfg.setdefault("state_dir", str(self.path.parent / "cluster-state" / name))
+            if cfg.get("secret") and self.secrets is not None:
+                cfg["secret_injection"] = self.secrets.injection(str(cfg["secret"]))
         return reg.value(cfg)
 
     def add(self, name: str, provider: str, options: dict[str, Any] | None = None,

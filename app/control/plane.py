@@ -85,9 +85,9 @@ class ControlPlane:
     def __init__(self, home: str | os.PathLike | None = None):
         self.paths = FoundryPaths.resolve(home)
         self.registry = Registry(self.paths.registry)
-        self.clusters = Clusters(self.paths.clusters_file)
         self.secrets = SecretStore(self.paths.secrets_dir,
                                    choose_vault(os.environ.get("FOUNDRY_SECRET_STORE"), self.paths.home))
+        self.clusters = Clusters(self.paths.clusters_file, self.secrets)
         self.datasets = Datasets(DatasetRegistry(self.paths.home), self.secrets)
         self.launcher = Launcher(self.paths, self.registry, self.clusters, self.secrets)
         self.runs = Runs(self.paths, self.registry, self.clusters, self.secrets, self.launcher)

@@ -1,4 +1,4 @@
-"""Built-in compute providers (local, Slurm, Kubernetes), contributed through the same
+"""Built-in compute providers (local, Slurm, Kubernetes, ssh fleets), contributed through the same
 `register_compute` hook third-party plugins use. Provider modules are imported only when the hook
 runs, and import their SDKs only when used."""
 
@@ -12,7 +12,9 @@ def register_compute(register):
     from .kubernetes import KubernetesProvider
     from .local import LocalProvider
     from .slurm import SlurmProvider
+    from .ssh import SshProvider
 
     register("local", LocalProvider)
     register("slurm", SlurmProvider)
     register("kubernetes", KubernetesProvider)
+    register("ssh", SshProvider)

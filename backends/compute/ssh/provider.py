@@ -1,0 +1,330 @@
+"""The `ssh` compute provider: one torchrun per host of a fleet, over the system's OpenSSH client.
+
+launch(): on each host in the cluster's order (unreachable or full hosts are skipped) the run's
+environment is made ready (environment.py), its job folder written with the job's environment and
+secret files (over ssh's stdin, 0600) and the host's GPU lease taken (leases.py); the first host
+chosen serves the c10d rendezvous; then each host's launcher (host_job.py) starts detached and its
+pid + start time go into the handle. Per host, REMOTE_DIR/jobs/RUN-rN-TOKEN/ holds job.json, job.log,
+ranks/rank-N.{pid,log,exit} and exit.json, as the local provider keeps them.
+status(): every host's record. A host that does not answer makes the job LOST (retry-eligible): the
+hosts still running it are killed (they cannot go on without it) so their GPUs are free for the retry.
+stop(): graceful sends one SIGTERM to each training process through its recorded pid (exit 75 ->
+PAUSED); a hard stop SIGKILLs each rank's process group.
+
+A VM provider hands its instances over with `SshProvider.for_hosts(hosts, private_key=..., user=...)`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import secrets as _secrets
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator
+
+from foundry.plugins.compute import (Capabilities, JobHandle, JobRequest, JobState, JobStatus, Plan)
+from foundry.plugins.errors import ConfigError, ProviderError
+
+from . import environment
+from .client import HostUnreachable, SshClient, materialize_key
+from .config import Host, SshConfig
+from .remote import BUSY_EXIT
+
+AGENT = "foundry.backends.compute.ssh.remote"
+
+
+class HostBusy(ProviderError):
+    """The host has fewer free GPUs than the job needs (leases held by other runs)."""
+
+
+class SshProvider:
+    name = "ssh"
+    accepts_cluster_context = True   # Clusters passes state_dir and the resolved `secret` (secret_injection)
+
+    def __init__(self, cluster_config: dict[str, Any] | None = None):
+        raw = dict(cluster_config or {})
+        self.config = SshConfig.from_dict(raw)
+        self._injection = raw.get("secret_injection")
+        self._private_key: bytes | None = raw.get("private_key")   # for_hosts: in memory, never in clusters.yaml
+        self.state_dir = Path(self.config.state_dir or Path.home() / ".cache" / "foundry-ssh" / self.config.name)
+        self.capabilities = Capabilities(multi_node=True, gpus=self.config.gpus_per_host > 0, graceful_stop=True,
+                                         max_nodes=len(self.config.hosts), launch_modes=("per_process",))
+        self._client: SshClient | None = None
+
+    @classmethod
+    def for_hosts(cls, hosts: list[str], *, private_key: bytes, user: str | None = None, name: str = "ssh",
+                  state_dir: str | None = None, **options: Any) -> "SshProvider":
+        """The entry point for providers that make machines (cloud VMs): their addresses, the key they
+        were given and the login user; any cluster option (gpus_per_host, python, known_hosts...) too."""
+        raw = {"name": name, "hosts": list(hosts), "user": user, "state_dir": state_dir, **options}
+        return cls({**raw, "secret_injection": {}, "private_key": private_key})
+
+    # ---- reaching the hosts
+    @property
+    def client(self) -> SshClient:
+        if self._client is None:
+            self._client = SshClient(self.config, self._key_file(), self.state_dir)
+        return self._client
+
+    def _key_file(self) -> str:
+        if self.config.identity_file:
+            path = Path(self.config.identity_file).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"ssh cluster {self.config.name!r}: identity_file {path} does not exist")
+            return str(path)
+        key = self._private_key
+        if key is None and self._injection is not None:
+            files = getattr(self._injection, "files", {}) or {}
+            key = next((c for p, c in files.items() if p.endswith("/id_key")), None)
+            if key is None:
+                raise ConfigError(f"ssh cluster {self.config.name!r}: secret {self.config.secret!r} is not an ssh secret",
+                                  hint="foundry create secret ssh NAME --private-key PATH")
+        if key is None:
+            raise ConfigError(f"ssh cluster {self.config.name!r}: its key (secret {self.config.secret!r}) was not given",
+                              hint="create the cluster through foundry (which reads the secret), or set identity_file")
+        return str(materialize_key(self.state_dir, key))
+
+    def _agent(self, host: Host, python: str, *args: str, stdin: dict | None = None, timeout: float = 60) -> Any:
+        proc = self.client.run(host, [python, "-m", AGENT, *args], check=False, timeout=timeout,
+                               stdin=json.dumps(stdin).encode() if stdin is not None else None)
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        if proc.returncode == BUSY_EXIT:
+            raise HostBusy(f"ssh {host}: {err[-1] if err else 'no free GPUs'}")
+        if proc.returncode != 0:
+            raise ProviderError(f"ssh {host}: {args[0]} failed ({proc.returncode}): {err[-1] if err else ''}")
+        return proc.stdout if args[0] == "read" else json.loads(proc.stdout)
+
+    # ---- planning (no side effects)
+    def dryrun(self, request: JobRequest) -> Plan:
+        hosts, per_host = self.config.hosts, self.config.gpus_per_host
+        if request.nodes > len(hosts):
+            raise ConfigError(f"ssh cluster {self.config.name!r} has {len(hosts)} host(s); the run asks for {request.nodes}",
+                              hint="use fewer nodes (--nodes), or add hosts to the cluster")
+        if per_host and request.gpus_per_node > per_host:
+            raise ConfigError(f"ssh cluster {self.config.name!r} has {per_host} GPU(s) per host; "
+                              f"the run asks for {request.gpus_per_node} per node",
+                              hint="use more nodes and fewer GPUs per node")
+        token = _secrets.token_hex(3)
+        planned = dataclasses.replace(request, extra={**request.extra, "ssh_token": token})
+        job = {"job_id": f"ssh-{token}", "nnodes": request.nodes, "nprocs": request.procs_per_node,
+               "rdzv_endpoint": f"{hosts[0].addr}:PORT", "command": self._command(request, "PYTHON")}
+        from .host_job import torchrun_argv
+
+        argv = torchrun_argv(job, Path(self._job_dir(hosts[0], request, token)), "PYTHON")
+        torchrun = shlex.join(["torchrun", *argv[3:]])   # argv[:3]: python -c <torchrun minus its stop traceback>
+        gpus = f", {request.gpus_per_node} GPU(s) each (leased)" if request.gpus_per_node else ""
+        summary = (f"ssh: {request.nodes} of {len(hosts)} host(s) x {request.procs_per_node} process(es){gpus}, "
+                   f"one torchrun per host, c10d rendezvous on the first")
+        artifacts = {"hosts": "\n".join(str(h) for h in hosts),
+                     "ssh": shlex.join(self.client_argv_preview(hosts[0])),
+                     "torchrun": torchrun}
+        return Plan(provider=self.name, request=planned, summary=summary, artifacts=artifacts)
+
+    def client_argv_preview(self, host: Host) -> list[str]:
+        preview = SshClient(self.config, "KEY", self.state_dir)
+        return preview.argv(host, "COMMAND")
+
+    def _job_dir(self, host: Host, request: JobRequest, token: str) -> str:
+        return f"{self.config.remote_root(host)}/jobs/{request.run_name}-r{request.resumption}-{token}"
+
+    @staticmethod
+    def _command(request: JobRequest, python: str) -> list[str]:
+        command = list(request.command)
+        if command and command[0].endswith(".py"):   # a script: the host's job python runs it (as slurm does)
+            command = [python, *command]
+        return command
+
+    # ---- launching
+    def launch(self, plan: Plan) -> JobHandle:
+        request = plan.request
+        token = request.extra.get("ssh_token")
+        if not token:
+            raise ProviderError("ssh: this plan was not made by the ssh provider's dryrun")
+        job_id = f"ssh-{token}"
+        chosen: list[dict] = []
+        skipped: list[str] = []
+        try:
+            for host in self.config.hosts:
+                if len(chosen) == request.nodes:
+                    break
+                try:
+                    chosen.append(self._prepare_host(host, request, token, job_id))
+                except (HostUnreachable, HostBusy) as exc:
+                    skipped.append(exc.message)
+            if len(chosen) < request.nodes:
+                raise ProviderError(f"ssh cluster {self.config.name!r}: {len(chosen)} of the {request.nodes} host(s) "
+                                    f"the run needs are ready ({'; '.join(skipped)})",
+                                    hint="free GPUs (stop a run), bring the hosts back, or ask for fewer nodes")
+            first = chosen[0]
+            port = self._agent(first["host_obj"], first["python"], "free-port")["port"]
+            rdzv = f"{first['host_obj'].addr}:{port}"
+            for node, entry in enumerate(chosen):
+                job = {"job_id": job_id, "run_name": request.run_name, "host": str(entry["host_obj"]), "node": node,
+                       "nnodes": request.nodes, "nprocs": request.procs_per_node, "rdzv_endpoint": rdzv,
+                       "command": self._command(request, entry["python"]), "gpus": entry["gpus"],
+                       "setup_commands": [*self.config.setup, *request.extra.get("setup_commands", [])],
+                       "secret_paths": [m.path for m in request.secret_files], "notes": entry["notes"],
+                       "workdir": request.workdir or self.config.workdir,
+                       "lease_file": entry["lease_file"] if entry["gpus"] is not None else None}
+                files = {"job.json": [base64.b64encode(json.dumps(job, indent=1).encode()).decode(), 0o600]}
+                self._agent(entry["host_obj"], entry["python"], "prepare",
+                            stdin={"job_dir": entry["job_dir"], "files": files, "lease": None})
+            for entry in chosen:
+                started = self._agent(entry["host_obj"], entry["python"], "start", entry["job_dir"])
+                entry.update(pid=started["pid"], create_time=started["create_time"])
+        except BaseException:
+            self._abandon(chosen, job_id)
+            raise
+        hosts = [{k: v for k, v in e.items() if k not in ("host_obj", "notes")} for e in chosen]
+        return JobHandle(provider=self.name, cluster=self.config.name, job_id=job_id,
+                         data={"hosts": hosts, "nodes": request.nodes, "rdzv": rdzv, "run_name": request.run_name,
+                               "resumption": request.resumption})
+
+    def _prepare_host(self, host: Host, request: JobRequest, token: str, job_id: str) -> dict:
+        ready = environment.ensure(self.client, host, self.config)
+        job_dir = self._job_dir(host, request, token)
+        lease_file = f"{self.config.remote_root(host)}/leases.json"
+        files = {"env.json": [base64.b64encode(json.dumps(request.env).encode()).decode(), 0o600]}
+        for mount in request.secret_files:
+            files["secrets/" + mount.path.lstrip("/")] = [base64.b64encode(mount.content).decode(), mount.mode or 0o600]
+        lease = ({"file": lease_file, "job_id": job_id, "count": request.gpus_per_node,
+                  "total": self.config.gpus_per_host} if request.gpus_per_node and self.config.gpus_per_host else None)
+        out = self._agent(host, ready.python, "prepare", stdin={"job_dir": job_dir, "files": files, "lease": lease})
+        notes = [ready.note(host)] + ([f"GPUs {out['gpus']} of {host} leased"] if out["gpus"] is not None else [])
+        return {"host": str(host), "host_obj": host, "python": ready.python, "job_dir": out["job_dir"],
+                "gpus": out["gpus"], "lease_file": lease_file, "notes": notes, "env_seconds": round(ready.seconds, 2)}
+
+    def _abandon(self, chosen: list[dict], job_id: str) -> None:
+        """A launch that failed half-way: stop what started, give the leases back."""
+        for entry in chosen:
+            host = entry["host_obj"]
+            try:
+                if entry.get("pid"):
+                    self._agent(host, entry["python"], "signal", entry["job_dir"], "kill")
+                elif entry["gpus"] is not None:
+                    self._agent(host, entry["python"], "release", entry["lease_file"], job_id)
+            except ProviderError:
+                pass
+
+    # ---- observing
+    @staticmethod
+    def _hosts(handle: JobHandle) -> list[tuple[Host, dict]]:
+        return [(Host.parse(h["host"]), h) for h in handle.data["hosts"]]
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        nodes = handle.data.get("nodes")
+        results: dict[str, dict] = {}
+        gone: list[str] = []
+
+        def one(item):
+            host, entry = item
+            try:
+                return str(host), self._agent(host, entry["python"], "status", entry["job_dir"], timeout=30)
+            except HostUnreachable as exc:
+                return str(host), exc
+
+        with ThreadPoolExecutor(max_workers=min(8, len(handle.data["hosts"]))) as pool:
+            for host, answer in pool.map(one, self._hosts(handle)):
+                if isinstance(answer, HostUnreachable):
+                    gone.append(f"host {host} stopped answering ({answer.message})")
+                else:
+                    results[host] = answer
+        vanished = [f"the launcher on {h} disappeared without an exit record"
+                    for h, r in results.items() if r["exit"] is None and not r["alive"]]
+        if gone or vanished:
+            self._kill_survivors(handle, results)
+            return JobStatus(JobState.LOST, exit_code=None, reason="; ".join(gone + vanished), nodes=nodes)
+        if any(r["exit"] is None for r in results.values()):
+            stopping = any(r["stop"] for r in results.values())
+            return JobStatus(JobState.STOPPING if stopping else JobState.RUNNING, nodes=nodes)
+        return aggregate({h: r["exit"] for h, r in results.items()}, nodes)
+
+    def _kill_survivors(self, handle: JobHandle, results: dict[str, dict]) -> None:
+        """The hosts still running a job that lost a member: it cannot go on, and their GPUs are needed."""
+        for host, entry in self._hosts(handle):
+            if results.get(str(host), {}).get("alive"):
+                try:
+                    self._agent(host, entry["python"], "signal", entry["job_dir"], "kill", timeout=30)
+                except ProviderError:
+                    pass
+
+    def logs(self, handle: JobHandle, follow: bool = False, rank: int | None = None) -> Iterator[str]:
+        """Every host's job.log (lines prefixed with the host when there are several), or one rank's
+        log from the host that ran it."""
+        hosts = self._hosts(handle)
+        if rank is None:
+            sources = [(h, e, f"{e['job_dir']}/job.log", f"[{h.addr}] " if len(hosts) > 1 else "") for h, e in hosts]
+        else:
+            sources = [(h, e, f"{e['job_dir']}/ranks/rank-{rank}.log", "") for h, e in hosts]
+        offsets = [0] * len(sources)
+        pending = [b""] * len(sources)
+        owner: int | None = None          # for a rank: the host whose file has content
+        while True:
+            got = False
+            for i, (host, entry, path, prefix) in enumerate(sources):
+                if owner is not None and i != owner:
+                    continue
+                try:
+                    chunk = self._agent(host, entry["python"], "read", path, str(offsets[i]), timeout=30)
+                except ProviderError:
+                    continue
+                if not chunk:
+                    continue
+                got = True
+                if rank is not None:
+                    owner = i
+                offsets[i] += len(chunk)
+                *lines, pending[i] = (pending[i] + chunk).split(b"\n")
+                for line in lines:
+                    yield prefix + line.decode(errors="replace")
+            if not follow:
+                break
+            if not got:
+                if self.status(handle).state.terminal:
+                    follow = False   # one more pass drains what was written last
+                    continue
+                time.sleep(0.5)
+        for i, rest in enumerate(pending):
+            if rest:
+                yield sources[i][3] + rest.decode(errors="replace")
+
+    # ---- stopping
+    def stop(self, handle: JobHandle, graceful: bool = True) -> None:
+        for host, entry in self._hosts(handle):
+            try:
+                self._agent(host, entry["python"], "signal", entry["job_dir"], "graceful" if graceful else "kill")
+            except HostUnreachable:
+                pass   # status() reports the job lost
+
+    def list(self) -> list[JobHandle]:
+        return []   # jobs are found through the run registry's handles
+
+    def describe(self) -> dict[str, Any]:
+        """From the configuration (no ssh: `get clusters` and every launch's capacity check call it)."""
+        n, g = len(self.config.hosts), self.config.gpus_per_host
+        return {"provider": self.name, "nodes": n, "gpus": n * g, "devices": n * g or n, "state": "ready",
+                "hosts": [str(h) for h in self.config.hosts]}
+
+
+def aggregate(records: dict[str, dict], nodes: int | None) -> JobStatus:
+    """The job's state from each host's exit record. A rank killed or vanished on any host (nobody
+    asked) is a system failure, whatever its peers then did (they fail when a peer goes): LOST.
+    Otherwise a rank's own error on any host is FAILED; all completed is COMPLETED; else PAUSED."""
+    def killed(rec: dict) -> bool:
+        return rec["state"] == "lost" and any(c is None or c == -9 for c in (rec.get("ranks") or {}).values())
+
+    order = sorted(records)
+    for test, state in ((killed, JobState.LOST), (lambda r: r["state"] == "failed", JobState.FAILED),
+                        (lambda r: r["state"] == "lost", JobState.LOST)):
+        hit = next((h for h in order if test(records[h])), None)
+        if hit is not None:
+            rec = records[hit]
+            return JobStatus(state, exit_code=rec.get("exit_code"), reason=rec.get("reason"), nodes=nodes)
+    if all(records[h]["state"] == "completed" for h in order):
+        return JobStatus(JobState.COMPLETED, exit_code=0, reason="all ranks exited 0", nodes=nodes)
+    paused = next(records[h] for h in order if records[h]["state"] == "paused")
+    return JobStatus(JobState.PAUSED, exit_code=paused.get("exit_code"), reason=paused.get("reason"), nodes=nodes)
