@@ -24,7 +24,8 @@ from .saver import CheckpointSaver
 from .safe import to_safe
 from .host_copy import StateSnapshot, sharded_params
 from .node_staging import NodeStaging
-from .state import dataloader_stateful, to_host
+from .data_state import load_data_state, save_data_state
+from .state import to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
 
@@ -118,14 +119,12 @@ class CheckpointSession:
         if trainer.scaler is not None and extra.get("scaler"):
             trainer.scaler.load_state_dict(extra["scaler"])
         trainer.timestamp.load_state_dict(extra["timestamp"])
-        stateful = dataloader_stateful(trainer.train_dataloader)
         data_state = loader.rank_entry(extra["dataloader"], self.env.rank, same_world)
-        if stateful is not None and data_state is not None:
-            stateful.load_state_dict(data_state)
+        resumes_itself = load_data_state(trainer.train_dataloader, data_state)
         if same_world and extra.get("microbatch_size") and trainer.runner.auto:
             trainer.runner.size = int(extra["microbatch_size"])  # what 'auto' had settled on
         rng = loader.rank_entry(extra["rng"], self.env.rank, same_world)
-        fast_forward = 0 if (stateful is not None and data_state is not None) else trainer.timestamp.batch_in_epoch
+        fast_forward = 0 if resumes_itself else trainer.timestamp.batch_in_epoch
         if trainer.timestamp.batch_in_epoch == 0:  # taken at an epoch's end: before the next iter()
             return ResumePoint(epoch_rng=rng, rng=None, fast_forward=0)
         epoch_rng = loader.rank_entry(extra.get("epoch_rng") or [], self.env.rank, same_world)
@@ -157,12 +156,11 @@ class CheckpointSession:
     def save(self, trainer) -> str | None:
         if self.saver is None:
             return None
-        stateful = dataloader_stateful(trainer.train_dataloader)
 
         def collect():
             # this rank's part; the saver gathers every rank's in the background (lists by rank)
             mine = {"rng": rng_state(), "epoch_rng": trainer.epoch_start_rng,
-                    "dataloader": stateful.state_dict() if stateful is not None else None}
+                    "dataloader": save_data_state(trainer.train_dataloader, trainer.timestamp)}
             extra = {
                 "timestamp": trainer.timestamp.state_dict(),
                 "schedulers": [s.state_dict() for s in trainer.schedulers],

@@ -182,11 +182,3 @@ def _load_param_groups(optimizers: list, saved: list[dict[str, Any]]) -> None:
     for group, values in zip(groups, saved):
         group.update({k: v for k, v in values.items() if k != "params"})
 
-
-def dataloader_stateful(loader) -> Any:
-    """The object whose state_dict/load_state_dict we checkpoint: the loader, else its dataset."""
-    for candidate in (loader, getattr(loader, "dataset", None)):
-        if candidate is not None and callable(getattr(candidate, "state_dict", None)) \
-                and callable(getattr(candidate, "load_state_dict", None)):
-            return candidate
-    return None

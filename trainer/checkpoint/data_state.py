@@ -1,0 +1,80 @@
+"""The train data's position in a checkpoint, for every ordinary way of feeding data.
+
+Which object's state is saved (first match):
+1. a dataset (the loader's, or the loader itself) with mosaic's `state_dict(num_samples,
+   from_beginning)`: a StreamingDataset under torch's DataLoader, under StreamingDataLoader, or a
+   subclass. It cannot know how many samples training consumed (workers prefetch, a DataLoader
+   drops or buffers), so the trainer says so from its own timestamp, as Composer does: the global
+   samples trained in the current epoch. At an epoch's end the data continues at the next epoch's
+   first sample, whatever the finished epoch's length (drop_last included).
+2. a loader, or its dataset, with its own `state_dict()` / `load_state_dict()`.
+3. none (a list, a map-style dataset behind a sampler): the resumed epoch is fast-forwarded,
+   with the RNG replayed so that a sampler draws the same permutation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..time import Timestamp
+
+SAMPLES = "samples"  # mosaic's contract: the caller passes the samples consumed
+OWN = "own"          # state_dict() with no arguments
+
+
+def _has_state(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def _takes_sample_count(obj: Any) -> bool:
+    try:
+        params = inspect.signature(obj.state_dict).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return "num_samples" in params
+
+
+def stateful_data(loader: Any) -> tuple[Any, str] | None:
+    """(the object whose state a checkpoint holds, SAMPLES or OWN), or None."""
+    dataset = getattr(loader, "dataset", None)
+    for candidate in (dataset, loader):
+        if candidate is not None and _has_state(candidate) and _takes_sample_count(candidate):
+            return candidate, SAMPLES
+    for candidate in (loader, dataset):
+        if candidate is not None and _has_state(candidate):
+            return candidate, OWN
+    return None
+
+
+def save_data_state(loader: Any, timestamp: Timestamp) -> Any:
+    """This rank's data state for a checkpoint taken at `timestamp` (None: nothing to save)."""
+    found = stateful_data(loader)
+    if found is None:
+        return None
+    obj, kind = found
+    if kind == OWN:
+        return obj.state_dict()
+    if timestamp.batch_in_epoch > 0:
+        return obj.state_dict(int(timestamp.sample_in_epoch), True)
+    state = obj.state_dict(0, True)
+    if timestamp.batch > 0 and _is_position(state):
+        # taken after an epoch ended: the dataset still names the finished epoch (its last
+        # iteration), and samples dropped at its end (drop_last) were never trained on
+        state = {**state, "epoch": int(state["epoch"]) + 1, "sample_in_epoch": 0}
+    return state
+
+
+def _is_position(state: Any) -> bool:
+    """mosaic's state format: {'epoch': int, 'sample_in_epoch': int, ...}."""
+    return isinstance(state, dict) and isinstance(state.get("epoch"), int) and "sample_in_epoch" in state
+
+
+def load_data_state(loader: Any, state: Any) -> bool:
+    """Put a saved data state back; True when the data then continues where it stopped by itself
+    (no fast-forward)."""
+    found = stateful_data(loader)
+    if found is None or state is None:
+        return False
+    found[0].load_state_dict(state)
+    return True
