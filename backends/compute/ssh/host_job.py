@@ -81,7 +81,10 @@ def main(job_dir: Path) -> int:
     stop_flag = job_dir / "stop-requested"
     for line in job.get("notes", []):
         print(f"[launcher] {line}", flush=True)
-    env = {**os.environ, **relocated(json.loads((job_dir / "env.json").read_text()), job, job_dir)}
+    # not the ssh session's variables: with SSH_CLIENT set, every `bash -c` of the job sources ~/.bashrc
+    # (bash's rshd/sshd rule), which may put another python first on PATH
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSH_")}
+    env.update(relocated(json.loads((job_dir / "env.json").read_text()), job, job_dir))
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("OMP_NUM_THREADS", "1")

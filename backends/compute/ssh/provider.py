@@ -49,7 +49,7 @@ class SshProvider:
         raw = dict(cluster_config or {})
         self.config = SshConfig.from_dict(raw)
         self._injection = raw.get("secret_injection")
-        self._private_key: bytes | None = raw.get("private_key")   # for_hosts: in memory, never in clusters.yaml
+        self._private_key: bytes | None = None   # for_hosts: handed over in memory, never in clusters.yaml
         self.state_dir = Path(self.config.state_dir or Path.home() / ".cache" / "foundry-ssh" / self.config.name)
         self.capabilities = Capabilities(multi_node=True, gpus=self.config.gpus_per_host > 0, graceful_stop=True,
                                          max_nodes=len(self.config.hosts), launch_modes=("per_process",))
@@ -61,7 +61,9 @@ class SshProvider:
         """The entry point for providers that make machines (cloud VMs): their addresses, the key they
         were given and the login user; any cluster option (gpus_per_host, python, known_hosts...) too."""
         raw = {"name": name, "hosts": list(hosts), "user": user, "state_dir": state_dir, **options}
-        return cls({**raw, "secret_injection": {}, "private_key": private_key})
+        provider = cls({**raw, "secret_injection": {}})
+        provider._private_key = private_key   # in memory; written only as the 0600 file ssh reads
+        return provider
 
     # ---- reaching the hosts
     @property

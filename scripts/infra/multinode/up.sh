@@ -117,6 +117,9 @@ EOF
   *) echo "up.sh: MN_S3 must be own|forward|none" >&2; exit 1 ;;
 esac
 
+# ---- 2b. an sshd per node (the ssh compute provider's fleet)
+if [[ $MN_SSHD == 1 ]]; then bash "$MN_HERE/sshd.sh" start; echo "sshd ready ($(since) s)"; fi
+
 [[ $MN_SLURM == 1 ]] || { echo "up.sh done ($(since) s)"; exit 0; }
 
 # ---- 3. munge: our own munged, key and socket (independent of any system munged)
