@@ -1,0 +1,255 @@
+"""The ssh provider's fast tier: its options, the ssh command it runs (host keys pinned on first use,
+checked strictly when given), what ssh's failures mean, GPU leases on a host, how hosts' exit records
+make the job's state, and the cluster's secret reaching it through the control plane. No ssh runs
+here (tests/multinode/test_ssh_fleet.py drives real sshd's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from foundry.backends.compute.ssh import SshProvider
+from foundry.backends.compute.ssh import leases
+from foundry.backends.compute.ssh.client import HostUnreachable, SshClient, materialize_key, ssh_error
+from foundry.backends.compute.ssh.config import Host, SshConfig
+from foundry.backends.compute.ssh.environment import venv_script
+from foundry.backends.compute.ssh.host_job import classify_host, relocated, torchrun_argv
+from foundry.backends.compute.ssh.provider import aggregate
+from foundry.plugins.compute import JobRequest, JobState
+from foundry.plugins.errors import ConfigError, CredentialsError
+
+KEY = b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def provider(tmp_path, **options) -> SshProvider:
+    opts = {"gpus_per_host": 1, "python": "/opt/venv/bin/python", **options}
+    return SshProvider.for_hosts(["root@10.0.0.1", "10.0.0.2:2222"], private_key=KEY, user="ubuntu",
+                                 name="fleet", state_dir=str(tmp_path / "state"), **opts)
+
+
+def request(**kw) -> JobRequest:
+    base = dict(run_name="tiny", run_id="id1", resumption=0, command=["train.py", "--x"], nodes=2,
+                procs_per_node=1, gpus_per_node=1, env={"AWS_SECRET_ACCESS_KEY": "s3cr3t-value"})
+    return JobRequest(**{**base, **kw})
+
+
+def test_ssh_is_a_builtin_compute_plugin():
+    from foundry.plugins.manager import compute_registry
+
+    reg = compute_registry().get("ssh")
+    assert reg is not None and reg.plugin == "foundry.backends.compute.plugin" and reg.value is SshProvider
+
+
+# ---- options
+def test_hosts_parse_from_the_cli_form_with_users_and_ports():
+    cfg = SshConfig.from_dict({"hosts": "root@10.0.0.1,10.0.0.2:2222", "user": "ubuntu", "secret": "k",
+                               "gpus_per_host": 2})
+    assert cfg.hosts == [Host("10.0.0.1", "root", 22), Host("10.0.0.2", "ubuntu", 2222)]
+    assert [str(h) for h in cfg.hosts] == ["root@10.0.0.1", "ubuntu@10.0.0.2:2222"]
+    assert cfg.hosts[1].known_hosts_name == "[10.0.0.2]:2222"
+    assert cfg.remote_root(cfg.hosts[0]) == ".foundry-fleet/10.0.0.1"   # hosts sharing an NFS home stay apart
+
+
+@pytest.mark.parametrize("raw, says", [
+    ({"secret": "k"}, "needs hosts"),
+    ({"hosts": "root@10.0.0.1"}, "needs secret"),
+    ({"hosts": "root@bad host", "secret": "k"}, "is not [user@]address[:port]"),
+    ({"hosts": "a,a", "secret": "k"}, "listed twice"),
+    ({"hosts": "a", "secret": "k", "gpus_per_host": "many"}, "whole numbers"),
+    ({"hosts": "a", "secret": "k", "colour": "red"}, "unknown key(s) colour"),
+    ({"hosts": "a", "secret": "k", "ssh_options": ["ProxyCommand nc %h"]}, "OpenSSH -o settings"),
+])
+def test_bad_options_are_one_clear_error(raw, says):
+    with pytest.raises(ConfigError) as exc:
+        SshConfig.from_dict(raw)
+    assert says in exc.value.message
+
+
+# ---- the ssh command
+def test_first_use_pins_host_keys_in_the_clusters_own_file(tmp_path):
+    client = SshClient(SshConfig.from_dict({"hosts": "root@10.0.0.1", "secret": "k"}), "/k/id", tmp_path)
+    argv = client.argv(Host("10.0.0.1", "root"), "echo hi")
+    assert argv[0] == "ssh" and argv[-2:] == ["10.0.0.1", "echo hi"]
+    opts = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert {f"UserKnownHostsFile={tmp_path / 'known_hosts'}", "StrictHostKeyChecking=accept-new",
+            "IdentitiesOnly=yes", "BatchMode=yes", "GlobalKnownHostsFile=/dev/null"} <= opts
+    assert argv[argv.index("-i") + 1] == "/k/id" and argv[argv.index("-l") + 1] == "root"
+
+
+def test_known_hosts_given_up_front_are_checked_strictly(tmp_path):
+    cfg = SshConfig.from_dict({"hosts": "h1:2200", "secret": "k", "known_hosts": str(tmp_path / "kh"),
+                               "ssh_options": ["ServerAliveInterval=2"]})
+    argv = SshClient(cfg, "/k/id", tmp_path).argv(cfg.hosts[0], "true")
+    opts = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
+    assert f"UserKnownHostsFile={tmp_path / 'kh'}" in opts and "StrictHostKeyChecking=yes" in opts
+    assert "ServerAliveInterval=2" in opts and argv[argv.index("-p") + 1] == "2200" and "-l" not in argv
+
+
+def test_ssh_failures_say_what_to_do():
+    host = Host("10.0.0.1", "root")
+    changed = ssh_error(host, "@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.",
+                        "/home/kh")
+    assert isinstance(changed, CredentialsError) and "not the one pinned in /home/kh" in changed.message
+    assert "10.0.0.1" in changed.hint
+    refused = ssh_error(host, "root@10.0.0.1: Permission denied (publickey).", "/kh")
+    assert isinstance(refused, CredentialsError) and "authorized_keys" in refused.hint
+    down = ssh_error(host, "ssh: connect to host 10.0.0.1 port 22: Connection timed out", "/kh")
+    assert isinstance(down, HostUnreachable) and "Connection timed out" in down.message
+
+
+def test_the_key_is_a_0600_file_and_never_on_a_plan(tmp_path):
+    path = materialize_key(tmp_path / "state", KEY)
+    assert path.read_bytes() == KEY and (path.stat().st_mode & 0o777) == 0o600
+    assert materialize_key(tmp_path / "state", KEY) == path
+    plan = provider(tmp_path).dryrun(request())
+    text = json.dumps(plan.artifacts) + plan.summary
+    assert "not-a-real-key" not in text and "s3cr3t-value" not in text and "KEY" in plan.artifacts["ssh"]
+
+
+def test_a_secret_of_another_kind_is_refused(tmp_path):
+    from foundry.plugins.secrets import SecretInjection
+
+    p = SshProvider({"name": "fleet", "hosts": "h", "secret": "s3", "state_dir": str(tmp_path),
+                     "secret_injection": SecretInjection(env={"AWS_ACCESS_KEY_ID": "x"})})
+    with pytest.raises(ConfigError, match="is not an ssh secret"):
+        p.client
+
+
+def test_the_cluster_secret_reaches_the_provider_through_the_control_plane(tmp_path, monkeypatch):
+    from foundry.app.control import ControlPlane
+
+    cp = ControlPlane()
+    cp.create_secret("fleet-key", "ssh", {"private_key": KEY.decode()})
+    cp.create_cluster("fleet", "ssh", {"hosts": "root@10.0.0.1,root@10.0.0.2", "gpus_per_host": 1,
+                                       "secret": "fleet-key"})
+    p = cp.clusters.provider("fleet")
+    key_file = Path(p.client.key_file)
+    assert key_file.read_bytes() == KEY and (key_file.stat().st_mode & 0o777) == 0o600
+    assert str(key_file).startswith(str(cp.paths.home))
+    info = {c.name: c for c in cp.list_clusters()}["fleet"]
+    assert (info.provider, info.devices, info.nodes) == ("ssh", 2, 2)
+    assert "not-a-real-key" not in json.dumps(info.to_dict(), default=str)
+
+
+# ---- planning
+def test_dryrun_shows_one_torchrun_per_host_with_c10d_on_the_first(tmp_path):
+    plan = provider(tmp_path).dryrun(request(procs_per_node=1))
+    assert "2 of 2 host(s) x 1 process(es)" in plan.summary
+    torchrun = plan.artifacts["torchrun"]
+    assert "--nnodes=2" in torchrun and "--rdzv_backend=c10d" in torchrun and "--rdzv_endpoint=10.0.0.1:PORT" in torchrun
+    assert "PYTHON train.py --x" in torchrun   # a script runs with the host's job python
+    assert plan.request.extra["ssh_token"]
+
+
+def test_dryrun_refuses_more_than_the_fleet_has(tmp_path):
+    with pytest.raises(ConfigError, match="has 2 host"):
+        provider(tmp_path).dryrun(request(nodes=3))
+    with pytest.raises(ConfigError, match="1 GPU"):
+        provider(tmp_path).dryrun(request(procs_per_node=2, gpus_per_node=2))
+
+
+def test_capacity_is_hosts_times_gpus_per_host(tmp_path):
+    desc = provider(tmp_path, gpus_per_host=4).describe()
+    assert (desc["nodes"], desc["gpus"], desc["devices"]) == (2, 8, 8)
+
+
+def test_torchrun_argv_joins_the_rendezvous():
+    job = {"job_id": "ssh-ab", "nnodes": 2, "nprocs": 4, "rdzv_endpoint": "10.0.0.1:29500", "command": ["py", "t.py"]}
+    argv = torchrun_argv(job, Path("/j"), "/venv/bin/python")
+    assert argv[:2] == ["/venv/bin/python", "-c"]
+    assert {"--nnodes=2", "--nproc_per_node=4", "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=ssh-ab",
+            "--max-restarts=0"} <= set(argv)
+    assert argv[-5:] == ["foundry.backends.compute.local_rank", "/j", "--", "py", "t.py"]
+
+
+def test_uv_venv_gets_the_cpu_index_on_cpu_fleets():
+    cpu = venv_script(SshConfig.from_dict({"hosts": "h", "secret": "k", "packages": ["torch==2.13.0", "foundry-anywhere"]}),
+                      ".foundry-fleet/h/venv")
+    assert "uv venv -q --allow-existing .foundry-fleet/h/venv" in cpu
+    assert "--index-url https://download.pytorch.org/whl/cpu" in cpu and "torch==2.13.0 foundry-anywhere" in cpu
+    gpu = venv_script(SshConfig.from_dict({"hosts": "h", "secret": "k", "gpus_per_host": 8}), "v")
+    assert "download.pytorch.org" not in gpu and "uv is not installed" in gpu
+
+
+def test_secret_paths_point_at_the_jobs_copies():
+    env = relocated({"GIT_SSH_COMMAND": "ssh -i /foundry/secrets/k/id_key", "X": "1"},
+                    {"secret_paths": ["/foundry/secrets/k/id_key"]}, Path("/r/jobs/j"))
+    assert env == {"GIT_SSH_COMMAND": "ssh -i /r/jobs/j/secrets/foundry/secrets/k/id_key", "X": "1"}
+
+
+# ---- leases
+def test_two_jobs_never_get_the_same_gpus_of_a_host(tmp_path):
+    f = tmp_path / "leases.json"
+    a = leases.take(f, "job-a", str(tmp_path / "a"), 2, 4)
+    b = leases.take(f, "job-b", str(tmp_path / "b"), 2, 4)
+    assert sorted(a + b) == [0, 1, 2, 3]
+    with pytest.raises(leases.LeaseBusy, match="0 of 4 GPU"):
+        leases.take(f, "job-c", str(tmp_path / "c"), 1, 4)
+    assert leases.take(f, "job-a", str(tmp_path / "a"), 2, 4) == a   # taking again: the same devices
+    leases.release(f, "job-a")
+    assert leases.take(f, "job-c", str(tmp_path / "c"), 2, 4) == a
+
+
+def test_concurrent_takes_are_serialized_by_the_lock(tmp_path):
+    f = tmp_path / "leases.json"
+    got, busy = [], []
+
+    def take(i):
+        try:
+            got.append(leases.take(f, f"job-{i}", str(tmp_path / str(i)), 1, 3))
+        except leases.LeaseBusy:
+            busy.append(i)
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(g for gs in got for g in gs) == [0, 1, 2] and len(busy) == 3
+
+
+def test_a_lease_whose_job_ended_or_died_is_taken_back(tmp_path):
+    f = tmp_path / "leases.json"
+    ended, dead = tmp_path / "ended", tmp_path / "dead"
+    ended.mkdir()
+    dead.mkdir()
+    leases.take(f, "ended", str(ended), 1, 2)
+    leases.take(f, "dead", str(dead), 1, 2)
+    (ended / "exit.json").write_text("{}")
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    (dead / "pid").write_text(f"{proc.pid} 1.0")     # a pid that is gone (or reused: another start time)
+    assert sorted(leases.take(f, "new", str(tmp_path / "new"), 2, 2)) == [0, 1]
+
+
+# ---- the job's state from the hosts' records
+def rec(state, code=0, ranks=None, reason="r"):
+    return {"state": state, "exit_code": code, "reason": reason, "ranks": ranks or {}}
+
+
+def test_a_rank_killed_on_one_host_is_lost_even_when_its_peers_then_failed():
+    st = aggregate({"h1": rec("failed", 1, {"0": 1}), "h2": rec("lost", 137, {"1": -9}, "h2: rank 1 was killed")}, 2)
+    assert st.state == JobState.LOST and "h2" in st.reason
+
+
+def test_a_ranks_own_error_is_failed_and_its_peers_sigterm_does_not_hide_it():
+    st = aggregate({"h1": rec("failed", 3, {"0": 3}, "h1: rank 0 exited with code 3"),
+                    "h2": rec("lost", 143, {"1": -15})}, 2)
+    assert st.state == JobState.FAILED and st.exit_code == 3
+
+
+def test_paused_and_completed():
+    assert aggregate({"h1": rec("paused", 75), "h2": rec("paused", 75)}, 2).state == JobState.PAUSED
+    assert aggregate({"h1": rec("completed"), "h2": rec("completed")}, 2).state == JobState.COMPLETED
+
+
+def test_host_ranks_are_named_by_their_global_rank():
+    state, code, reason = classify_host({2: 0, 3: 4}, 2, False)
+    assert (state, code) == ("failed", 4) and reason == "rank 3 exited with code 4"
+    assert classify_host({2: 75, 3: 75}, 2, True)[0] == "paused"
+    assert classify_host({2: 0}, 2, False)[0] == "lost"   # a rank that never started: vanished
