@@ -245,14 +245,27 @@ class SshProvider:
             return JobStatus(JobState.STOPPING if stopping else JobState.RUNNING, nodes=nodes)
         return aggregate({h: r["exit"] for h, r in results.items()}, nodes)
 
-    def _kill_survivors(self, handle: JobHandle, results: dict[str, dict]) -> None:
-        """The hosts still running a job that lost a member: it cannot go on, and their GPUs are needed."""
-        for host, entry in self._hosts(handle):
-            if results.get(str(host), {}).get("alive"):
+    def _kill_survivors(self, handle: JobHandle, results: dict[str, dict], wait_s: float = 30.0) -> None:
+        """The hosts still running a job that lost a member: it cannot go on, and their GPUs are needed
+        by the retry that follows at once, so wait (a while) for their launchers' exit records, written
+        after the leases are given back."""
+        alive = [(h, e) for h, e in self._hosts(handle) if results.get(str(h), {}).get("alive")]
+        for host, entry in alive:
+            try:
+                self._agent(host, entry["python"], "signal", entry["job_dir"], "kill", timeout=30)
+            except ProviderError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+            still = []
+            for host, entry in alive:
                 try:
-                    self._agent(host, entry["python"], "signal", entry["job_dir"], "kill", timeout=30)
+                    if self._agent(host, entry["python"], "status", entry["job_dir"], timeout=30)["alive"]:
+                        still.append((host, entry))
                 except ProviderError:
                     pass
+            alive = still
 
     def logs(self, handle: JobHandle, follow: bool = False, rank: int | None = None) -> Iterator[str]:
         """Every host's job.log (lines prefixed with the host when there are several), or one rank's
