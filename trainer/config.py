@@ -13,6 +13,10 @@ from foundry.plugins.errors import ConfigError
 from .time import Time, TimeUnit
 
 
+# Settings that take a time, as in Composer: an int (batches) or a string with a unit.
+INTERVALS = ("save_interval", "eval_interval", "log_interval", "console_log_interval")
+
+
 @dataclass
 class TrainerConfig:
     run_name: str
@@ -33,13 +37,15 @@ class TrainerConfig:
     grad_clip_norm: float | None = None
     seed: int = 42
     deterministic_mode: bool = False
-    log_interval: int = 1
-    console_log_interval: int = 10
+    log_interval: int | str = 1  # Composer's: a batch count, or a time ("20ba", "1ep", "0.1dur", "1000sp")
+    console_log_interval: int | str = 10
     run_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not self.run_name or not isinstance(self.run_name, str) or "/" in self.run_name:
             raise ConfigError(f"invalid run_name {self.run_name!r}", hint="a non-empty name without '/'")
+        for name in INTERVALS:  # bad strings fail at construction, even before max_duration is known
+            self._interval(name, resolve=False)
         if self.max_duration is not None:
             self.check_duration()
         if self.checkpoint_layout not in ("full", "sharded"):
@@ -54,9 +60,14 @@ class TrainerConfig:
             raise ConfigError("autoresume needs a save_folder", hint="set save_folder='s3://bucket/{run_name}/checkpoints'")
 
     def check_duration(self) -> None:
+        try:
+            self.max_time
+        except ConfigError as exc:
+            raise ConfigError(f"max_duration: {exc.message}", hint=exc.hint) from None
         if self.max_time.unit is TimeUnit.DURATION:
             raise ConfigError("max_duration cannot be in 'dur'", hint="use ba, ep, sp or tok")
-        self.save_time, self.eval_time  # parse now: bad strings fail at construction
+        for name in INTERVALS:  # 'dur' intervals resolve against max_duration
+            self._interval(name)
 
     @property
     def max_time(self) -> Time:
@@ -64,13 +75,32 @@ class TrainerConfig:
             raise ConfigError("max_duration is not set", hint="give it to Trainer(...) or to fit(max_duration=...)")
         return Time.parse(self.max_duration, default_unit=TimeUnit.BATCH)
 
+    def _interval(self, name: str, resolve: bool = True) -> Time:
+        value = getattr(self, name)
+        if callable(value):
+            raise ConfigError(f"{name}: a callable (Composer's event-driven interval) is not supported",
+                              hint=f"give {name} a time such as '500ba', '1ep' or '0.1dur'")
+        try:
+            time = Time.parse(value, default_unit=TimeUnit.BATCH)
+        except ConfigError as exc:
+            raise ConfigError(f"{name}: {exc.message}", hint=exc.hint) from None
+        return time.resolve(self.max_time) if resolve else time
+
     @property
     def save_time(self) -> Time:
-        return Time.parse(self.save_interval, default_unit=TimeUnit.BATCH).resolve(self.max_time)
+        return self._interval("save_interval")
 
     @property
     def eval_time(self) -> Time:
-        return Time.parse(self.eval_interval, default_unit=TimeUnit.BATCH).resolve(self.max_time)
+        return self._interval("eval_interval")
+
+    @property
+    def log_time(self) -> Time:
+        return self._interval("log_interval")
+
+    @property
+    def console_log_time(self) -> Time:
+        return self._interval("console_log_interval")
 
     @property
     def save_url(self) -> str | None:

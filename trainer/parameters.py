@@ -24,7 +24,7 @@ FACTORY_KEYS = ("model", "model_args", "train_dataloader", "train_dataloader_arg
 # Trainer(...) keyword arguments that are not TrainerConfig fields and can come from YAML
 TRAINER_KWARGS = ("progress_bar", "exit_on_pause", "config")
 REQUIRED = ("model", "train_dataloader", "max_duration")
-TIME_KEYS = ("max_duration", "save_interval", "eval_interval")
+TIME_KEYS = ("max_duration", "save_interval", "eval_interval", "log_interval", "console_log_interval")
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 

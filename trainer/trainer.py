@@ -42,6 +42,7 @@ from .precision import autocast, check_precision, describe_precision, make_grad_
 from .resume_probe import probes_from_env
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
 from .signals import protect_workers, take_early
+from . import workers
 from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
 from .time import TimeUnit, Timestamp, crossed
 
@@ -92,6 +93,8 @@ class Trainer:
         self.exit_on_pause = exit_on_pause
         self.paused = False
         self.last_loss: float | None = None
+        self._last_step: tuple[int, int, float] | None = None  # samples, tokens, seconds of the last step
+        self._logged_batch = -1
         self._stop_requested = False
         self._resume_point: ResumePoint | None = None
         self._resumed = False
@@ -147,8 +150,9 @@ class Trainer:
         if not self.env.is_main:
             return []
         total = self.max_time.value if self.max_time.unit is TimeUnit.BATCH else None
+        console = self.cfg.console_log_time  # plain lines come by wall time; the batch count is a lower bound
         built = [JSONLinesLogger(self.run_dir / "metrics.jsonl"),
-                 ConsoleLogger(total, self.cfg.console_log_interval, rich=progress_bar)]
+                 ConsoleLogger(total, int(console.value) if console.unit is TimeUnit.BATCH else 1, rich=progress_bar)]
         return built + [lg for lg in (build_logger(s, self.cfg.run_name, self.run_dir) for s in extra) if lg]
 
     def _resolve_config(self, user: dict | None) -> dict[str, Any]:
@@ -207,6 +211,7 @@ class Trainer:
             self._record(event)
         self.callbacks.fire("fit_start", self)
         skip = point.fast_forward if point else 0
+        batches = None
         try:
             while not self._done() and not self.paused:
                 self._set_epoch(self.timestamp.epoch)
@@ -222,6 +227,9 @@ class Trainer:
                     self._end_epoch()
             if not self.paused:
                 self._finish()
+        except BaseException:
+            self._stop_workers(self.train_dataloader, batches)  # else they may outlive the process's exit
+            raise
         finally:
             # multinode (issue 14): a stop after the last step must not fail a completed run (exit 143)
             self.pause.settle() if self._done() and not self.paused else self.pause.uninstall()
@@ -238,12 +246,20 @@ class Trainer:
         if point is not None and point.epoch_rng is not None:
             load_rng_state(point.epoch_rng)
         self.epoch_start_rng = rng_state()
-        batches = iter(self.train_dataloader)
+        batches = workers.track(iter(self.train_dataloader))
         for _ in range(skip):
             next(batches, None)
         if point is not None and point.rng is not None:
             load_rng_state(point.rng)
         return batches
+
+    @staticmethod
+    def _stop_workers(loader, batches) -> None:
+        """Stop an iterator's workers now (they ignore SIGTERM: see workers.py); a loader with
+        persistent workers then starts new ones at its next iter()."""
+        workers.stop(batches)
+        if batches is not None and getattr(loader, "_iterator", None) is batches:
+            loader._iterator = None
 
     def _set_epoch(self, epoch: int) -> None:
         for obj in (getattr(self.train_dataloader, "sampler", None),
@@ -274,15 +290,9 @@ class Trainer:
         self.last_loss = loss_sum / self.env.world_size
         seconds = time.perf_counter() - start
         self.timestamp.after_batch(samples, tokens, seconds)
-        if self.timestamp.batch % self.cfg.log_interval == 0 or self._done():
-            row = {"epoch": self.timestamp.epoch, "loss": self.last_loss,
-                   "lr": self.optimizers[0].param_groups[0]["lr"], "throughput": 1.0 / seconds,
-                   "samples_per_sec": samples / seconds, "tokens_per_sec": tokens / seconds,
-                   "wall_time": round(self.timestamp.wall_time, 4)}
-            utilisation = mfu(tokens / seconds, self.flops_per_token, self.peak_flops, self.env.world_size)
-            if utilisation is not None:  # only where the device's peak is known
-                row["mfu"] = utilisation
-            self._log(row)
+        self._last_step = (samples, tokens, seconds)
+        if crossed(self.cfg.log_time, before, self.timestamp) or self._done():
+            self._log_step()
         self.callbacks.fire("batch_end", self)
         self._published(self.checkpoints.poll(self))
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp):
@@ -292,9 +302,26 @@ class Trainer:
         elif crossed(self.cfg.save_time, before, self.timestamp) and not self._done():
             self.checkpoints.save(self)
 
+    def _log_step(self) -> None:
+        """The metrics row of the last step (once per step)."""
+        if self._last_step is None or self._logged_batch == self.timestamp.batch:
+            return
+        samples, tokens, seconds = self._last_step
+        self._logged_batch = self.timestamp.batch
+        row = {"epoch": self.timestamp.epoch, "loss": self.last_loss,
+               "lr": self.optimizers[0].param_groups[0]["lr"], "throughput": 1.0 / seconds,
+               "samples_per_sec": samples / seconds, "tokens_per_sec": tokens / seconds,
+               "wall_time": round(self.timestamp.wall_time, 4)}
+        utilisation = mfu(tokens / seconds, self.flops_per_token, self.peak_flops, self.env.world_size)
+        if utilisation is not None:  # only where the device's peak is known
+            row["mfu"] = utilisation
+        self._log(row)
+
     def _end_epoch(self) -> None:
         before = self.timestamp.copy()
         self.timestamp.after_epoch()
+        if crossed(self.cfg.log_time, before, self.timestamp, epoch_ended=True):  # log_interval in epochs
+            self._log_step()
         self.callbacks.fire("epoch_end", self)
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp, epoch_ended=True):
             self.evaluate()
@@ -309,11 +336,16 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         self.model.eval()
         total, count = 0.0, 0.0
-        for batch in self.eval_dataloader:
-            batch = to_device(batch, self.device)
-            n = batch_size(batch)
-            total += self._compute_loss(batch).item() * n
-            count += n
+        batches = workers.track(iter(self.eval_dataloader))
+        try:
+            for batch in batches:
+                batch = to_device(batch, self.device)
+                n = batch_size(batch)
+                total += self._compute_loss(batch).item() * n
+                count += n
+        except BaseException:
+            self._stop_workers(self.eval_dataloader, batches)
+            raise
         total, count = fdist.all_reduce_sum([total, count], self.device, self.env)
         self.model.train()
         metrics = {"eval/loss": total / max(count, 1.0)}

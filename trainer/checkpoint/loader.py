@@ -66,12 +66,28 @@ def download(url: str, dest_root: Path) -> tuple[Manifest, Path, str] | None:
         dest = dest_root / name
         return store_ops.download_verified(store, name, dest), dest, store.child_url(name)
     found = store_ops.download_loadable(store, dest_root)
-    if found is None and any(True for _ in store_ops.list_checkpoints(store)):
-        raise CheckpointError(f"no loadable checkpoint in {store.url}: every one is incomplete or corrupt")
     if found is None:
+        _nothing_loadable(store)
         return None
     manifest, folder = found
     return manifest, folder, store.child_url(manifest.name)
+
+
+def _nothing_loadable(store) -> None:
+    """No checkpoint loaded: a save folder that holds none starts fresh; one whose `latest` or
+    checkpoint folders say training happened must not silently start again from batch 0."""
+    fresh = (f"to start fresh on purpose, remove the save folder (`foundry rm -r {store.url}`) or "
+             "give this run another save_folder")
+    entries = store_ops.list_checkpoints(store)
+    if entries:
+        raise CheckpointError(f"no loadable checkpoint in {store.url}: every one is incomplete or corrupt "
+                              f"({', '.join(e.name for e in entries)})", hint=fresh)
+    pointer = store_ops.read_latest(store)
+    if pointer is not None:
+        name = pointer["checkpoint"]
+        raise CheckpointError(f"{store.child_url(store_ops.LATEST)} names checkpoint {name}, which is missing "
+                              f"from {store.url} (and no other checkpoint is there)",
+                              hint=f"restore {store.child_url(name)} to resume; {fresh}")
 
 
 def _model_weights(obj: Any, where: str) -> dict[str, torch.Tensor]:
