@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 from foundry.plugins.atomic_files import atomic_write
 from foundry.plugins.errors import ConfigError, CredentialsError
@@ -59,19 +66,33 @@ class SecretStore:
         if bad:  # variable names only: a name is never a secret value
             raise ConfigError(f"{kind} secret {name!r}: {', '.join(map(repr, bad))} is not a valid environment "
                               "variable name", hint=ENV_NAME_RULE)
-        self._ensure_dir()
         path = self._path(name)
-        if path.exists() and not overwrite:
-            raise ConfigError(f"a secret named {name!r} already exists",
-                              hint=f"`foundry delete secret {name}` first")
-        record = {"name": name, "kind": kind, "created_at": time.time(), "values": values}
-        if self.vault is not None:
-            secret = {f.name for f in stype.fields if f.secret}
-            self.vault.put(name, {k: v for k, v in values.items() if k in secret})
-            record.update(values={k: v for k, v in values.items() if k not in secret}, vault=self.vault.name,
-                          fields=sorted(values))
-        atomic_write(path, json.dumps(record), mode=0o600, fsync=True)  # created 0600, never chmod-ed
+        with self._locked():  # check and write as one: of two creates with one name, one is refused
+            if path.exists() and not overwrite:
+                raise ConfigError(f"a secret named {name!r} already exists",
+                                  hint=f"`foundry delete secret {name}` first")
+            record = {"name": name, "kind": kind, "created_at": time.time(), "values": values}
+            if self.vault is not None:
+                secret = {f.name for f in stype.fields if f.secret}
+                self.vault.put(name, {k: v for k, v in values.items() if k in secret})
+                record.update(values={k: v for k, v in values.items() if k not in secret},
+                              vault=self.vault.name, fields=sorted(values))
+            atomic_write(path, json.dumps(record), mode=0o600, fsync=True)  # created 0600, never chmod-ed
         return self._info(record, stype)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store's write lock (an flock on secrets/.lock, released when the process dies): the
+        exists-check and the write of create, and delete, never interleave across processes. Where
+        flock does not exist (Windows) this is a no-op and the old check-then-rename race remains."""
+        self._ensure_dir()
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _read(self, name: str) -> dict:
         record = self._read_record(name)
@@ -122,15 +143,18 @@ class SecretStore:
 
     def delete(self, name: str) -> None:
         path = self._path(name)
-        try:
-            if json.loads(path.read_text()).get("vault") == "keyring" and KeyringVault.usable():
-                self._keyring(name).delete(name)
-        except (OSError, ValueError):
-            pass  # missing (reported below) or corrupt (deleted below)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            raise ConfigError(f"no secret named {name!r}") from None
+        if not self.dir.exists():
+            raise ConfigError(f"no secret named {name!r}")
+        with self._locked():
+            try:
+                if json.loads(path.read_text()).get("vault") == "keyring" and KeyringVault.usable():
+                    self._keyring(name).delete(name)
+            except (OSError, ValueError):
+                pass  # missing (reported below) or corrupt (deleted below)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise ConfigError(f"no secret named {name!r}") from None
 
     def injection(self, name: str) -> SecretInjection:
         record = self._read(name)
