@@ -3,7 +3,8 @@ jobs with mosaicml-streaming (LIB=mosaic, in the peer venv) or Foundry (LIB=foun
 each a separate process on one node (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, torch.distributed over
 gloo, as torchrun would start them). Rank r writes OUT.r.json: one answer per job.
 
-Jobs (the dataset folder in "data", keyword arguments in "kw", per-device "batch"):
+Jobs (the dataset folder in "data", keyword arguments in "kw", per-device "batch"; a mixture
+gives kw["streams"]: a list of Stream keyword arguments, each with its "remote"):
 - "epochs": two epochs through one DataLoader with "workers" workers: the ids of each, in order.
 - "stop": "stop" batches through a StreamingDataLoader, then its state_dict(): (ids, state).
 - "resume": a fresh StreamingDataLoader that loads "state" and reads the rest of the epoch.
@@ -35,9 +36,9 @@ import torch.distributed as dist  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 if lib == "mosaic":
-    from streaming import StreamingDataLoader, StreamingDataset
+    from streaming import Stream, StreamingDataLoader, StreamingDataset
 else:
-    from foundry.streaming import StreamingDataLoader, StreamingDataset
+    from foundry.streaming import Stream, StreamingDataLoader, StreamingDataset
 
 rank = int(os.environ.get("RANK", 0))
 if world > 1:
@@ -49,6 +50,9 @@ counter = [0]
 def dataset(data, kw, batch):
     counter[0] += 1  # mosaic refuses two live datasets on one local folder
     local = f"{out}-cache-{counter[0]}"  # per dataset (mosaic trusts an existing index), shared by the ranks
+    if "streams" in kw:  # a mixture: kw["streams"] lists each stream's remote and weights
+        kw = dict(kw, streams=[Stream(local=f"{local}-{i}", **s) for i, s in enumerate(kw["streams"])])
+        data = local = None
     for attempt in range(20):
         try:
             return StreamingDataset(remote=data, local=local, batch_size=batch, **kw)
