@@ -42,6 +42,9 @@ class JSONLinesLogger(Logger):
             self._file.flush()
             self._flushed = now
 
+    def flush(self) -> None:
+        self._file.flush()
+
     def close(self) -> None:
         self._file.close()
 

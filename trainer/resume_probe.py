@@ -70,6 +70,8 @@ class ResumeProbe:
     # -- trainer events ---------------------------------------------------------------------------
     def fit_start(self, trainer) -> None:
         self._trainer = trainer
+        if self.steps is not None and trainer.timestamp.batch >= self.steps:
+            trainer.stop()  # resumed from the last checkpoint: nothing left to train
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.out_dir / f"rank{trainer.env.rank}.jsonl", "a", buffering=1)
         self._generators = find_generators(trainer.raw_model)
@@ -86,12 +88,18 @@ class ResumeProbe:
         if self.stop_kind == "term" and not self._stopped and batch >= self.stop_at:
             self._stopped = True
             self._wait(trainer, {"stop": "term", "batch": batch}, until=lambda: trainer.pause.requested)
+        if self.stop_kind == "kill" and not self._stopped and _batch_of(trainer.checkpoints.last_saved) >= self.stop_at:
+            # the checkpoint is uploading in the background: publish it now (every rank waits here at the
+            # same batch), so the kill lands one batch after it instead of whenever the upload ends
+            trainer._published(trainer.checkpoints.wait())
 
     def checkpoint_published(self, trainer, name: str) -> None:
         self._write({"kind": "published", "checkpoint": name, "batch": trainer.timestamp.batch})
-        found = re.search(r"ba(\d+)", name)
-        if self.stop_kind == "kill" and not self._stopped and found and int(found.group(1)) >= self.stop_at:
+        if self.stop_kind == "kill" and not self._stopped and _batch_of(name) >= self.stop_at:
             self._stopped = True
+            for logger in trainer.loggers:  # what a kill would lose from the buffer is the verifier's evidence
+                if callable(getattr(logger, "flush", None)):
+                    logger.flush()
             self._wait(trainer, {"stop": "kill", "batch": trainer.timestamp.batch, "checkpoint": name},
                        until=lambda: False)
             sys.stderr.write("foundry: verify-resume probe: no kill -9 came; exiting\n")
@@ -142,6 +150,11 @@ class ResumeProbe:
         deadline = time.monotonic() + WAIT_SECONDS
         while not until() and time.monotonic() < deadline:
             time.sleep(0.02)  # a signal interrupts the sleep and its handler runs here
+
+
+def _batch_of(checkpoint: str | None) -> int:
+    found = re.search(r"ba(\d+)", checkpoint or "")
+    return int(found.group(1)) if found else -1
 
 
 def find_generators(model: torch.nn.Module) -> dict[str, Any]:

@@ -92,12 +92,14 @@ def main() -> None:
     p.add_argument("--precision", default="auto", help="auto, fp32, bf16 or fp16")
     p.add_argument("--parallelism", default="auto", help="auto (DDP when distributed), ddp, fsdp or none")
     p.add_argument("--checkpoint-layout", default="full", help="full (portable) or sharded (DCP, per rank)")
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout in every block (resumes exactly too)")
     a = p.parse_args()
     trainer = build_trainer(a.data, a.save_folder, a.run_name, a.max_duration, a.global_batch,
                             save_interval=a.save_interval, autoresume=a.autoresume, run_dir=a.run_dir,
                             cache_dir=a.cache_dir or default_cache_dir(a.run_name),
                             load_path=a.load_path, device=a.device, precision=a.precision,
-                            parallelism=a.parallelism, checkpoint_layout=a.checkpoint_layout)
+                            parallelism=a.parallelism, checkpoint_layout=a.checkpoint_layout,
+                            model_cfg=GPTConfig(dropout=a.dropout))
     trainer.fit()
 
 
