@@ -7,6 +7,8 @@ configuration and credential problems the user must fix, 1 for runtime failures.
 
 from __future__ import annotations
 
+import json
+
 
 class FoundryError(Exception):
     """Base of every error Foundry raises on purpose."""
@@ -70,3 +72,58 @@ class CheckpointError(FoundryError):
 
 class ProviderError(FoundryError):
     """A compute provider failed to plan, launch, observe or stop a job."""
+
+
+# mosaicml-streaming compatibility: where mosaic raises a built-in exception, Foundry's streaming
+# API raises one of these, so a switched script's `except ValueError:` still catches it, the CLI
+# still maps it as a FoundryError, and the message stays one line.
+class ConfigValueError(ConfigError, ValueError):
+    """An argument mosaic refuses with ValueError."""
+
+
+class DataValueError(DataError, ValueError):
+    """Data or a state mosaic refuses with ValueError (a checksum failure, a state that does not fit)."""
+
+
+class DataRuntimeError(DataError, RuntimeError):
+    """Where mosaic raises RuntimeError (a stream with no index.json and no remote)."""
+
+
+class DataFileNotFoundError(DataError, FileNotFoundError):
+    """A dataset file that is not there (mosaic: FileNotFoundError)."""
+
+
+class DataFileExistsError(DataError, FileExistsError):
+    """A writer's output that already holds data (mosaic: FileExistsError)."""
+
+
+class DataJSONDecodeError(DataError, json.JSONDecodeError):
+    """An index.json that is not JSON (mosaic lets json.JSONDecodeError through)."""
+
+    def __init__(self, message: str, hint: str | None = None, doc: str = "", pos: int = 0):
+        ValueError.__init__(self, message)  # not JSONDecodeError's: its arguments are (msg, doc, pos)
+        self.message, self.hint = message, hint
+        self.msg, self.doc, self.pos = message, doc, pos
+        self.lineno = doc.count("\n", 0, pos) + 1
+        self.colno = pos - doc.rfind("\n", 0, pos)
+
+    def __reduce__(self):  # pickled across DataLoader workers with this class's own arguments
+        return type(self), (self.message, self.hint, self.doc, self.pos)
+
+
+def config_errors_as_value_errors(fn):
+    """Decorate a mosaic-compatible constructor: a ConfigError raised anywhere inside it (the order
+    planner's checks included) leaves as a ConfigValueError with the same message and hint, as mosaic
+    refuses every bad argument with ValueError."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            if isinstance(exc, ValueError):
+                raise
+            raise ConfigValueError(exc.message, hint=exc.hint).with_traceback(exc.__traceback__) from exc.__cause__
+
+    return wrapper

@@ -16,9 +16,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
-from foundry.plugins.errors import ConfigError, DataError
+from foundry.plugins.errors import ConfigError, ConfigValueError, DataValueError, config_errors_as_value_errors
 
-from .cache import Evictor, ShardCache, UseSchedule, lend_reader_core, parse_bytes
+from .cache import Evictor, ShardCache, UseSchedule, lend_reader_core
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .batch_reads import WorkerBatches
 from .iterator import EpochPlan, iterate, iterate_batches
@@ -28,8 +28,10 @@ from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, c
 from .readers import ReaderPool
 from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
-from .stream import Stream
+from .indexing import index_samples, own_arrays
+from .stream import Stream, streams_registry
 from .topology import Topology
+from .units import parse_bytes, parse_count
 
 
 class StreamingDataset(IterableDataset):
@@ -46,15 +48,18 @@ class StreamingDataset(IterableDataset):
       physical nodes of the first run (64 x that for py1s/py2s; saved in the state, reused on
       resume). partition_algo: "relaxed" (default) or "orig", see `plan/partition.py`.
     - predownload: samples to fetch ahead (default max(8 x batch, two shards)); cache_limit: bytes
-      or "10gb", least recently used re-downloadable shards are evicted; validate_hash: an
+      or "10gb" (units of 1024, as mosaic; at least 4 of the largest shard), least recently used re-downloadable shards are evicted; validate_hash: an
       algorithm name, False for none, None for the fastest xxhash the index carries (sizes are
       always checked). download_retry, download_timeout: per shard.
-    - epoch_size, sampling_method ("balanced" redraws partial streams every epoch, "fixed" keeps the
+    - epoch_size (an int, or mosaic's "100k", "2.5m", "1b" = 10**9 samples), sampling_method ("balanced" redraws partial streams every epoch, "fixed" keeps the
       draw), sampling_granularity: see `plan/sampling.py`. allow_unsafe_types: permit pickle columns.
+    - stream_name, stream_config: without streams=, the one stream is the class registered under
+      stream_name in `stream.streams_registry`, made with stream_config plus remote/local/split.
     - One process reads every sample of an epoch once; several ranks repeat a few samples so that
       every rank reads as many (at most ranks - 1, as mosaic does).
     """
 
+    @config_errors_as_value_errors  # mosaic refuses a bad argument with ValueError: so does this
     def __init__(
         self,
         remote: str | None = None,
@@ -81,6 +86,8 @@ class StreamingDataset(IterableDataset):
         partition_algo: str = "relaxed",
         batching_method: str = "random",
         replication: int | None = None,
+        stream_name: str = "stream",
+        stream_config: dict[str, Any] | None = None,
         **unused: Any,
     ):
         if unused:
@@ -107,7 +114,10 @@ class StreamingDataset(IterableDataset):
                 raise ConfigError("pass either streams= or remote=/local=, not both")
             self.streams = list(streams)
         else:
-            self.streams = [Stream(remote=remote, local=local, split=split)]
+            config = dict(stream_config or {})
+            config.update(remote=remote, local=local, split=split, download_retry=download_retry,
+                          download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip)
+            self.streams = [streams_registry.get(stream_name)(**config)]
         self.shuffle = bool(shuffle)
         self.shuffle_seed = int(shuffle_seed)
         self.shuffle_algo = shuffle_algo
@@ -141,12 +151,14 @@ class StreamingDataset(IterableDataset):
         self._on_this_machine = all(c.remote is None for c in self._caches)
         self._locator = ShardLocator(self._caches)
         stream_totals = [sum(x) for x in sizes]
+        epoch_samples = parse_count(epoch_size) or None  # as mosaic: 0 or "" is no epoch size
+        if epoch_samples is not None and epoch_samples < 0:
+            raise ConfigValueError(f"epoch_size cannot be negative, got {epoch_size!r}")
         choose = stream_choose(stream_totals, [s.proportion for s in self.streams], [s.repeat for s in self.streams],
-                               [s.choose for s in self.streams],
-                               parse_bytes(epoch_size) if isinstance(epoch_size, str) else epoch_size, self.shuffle_seed)
+                               [s.choose for s in self.streams], epoch_samples, self.shuffle_seed)
         shares = stream_proportions(stream_totals, [s.proportion for s in self.streams], choose.tolist(), epoch_size)
         self._layout = make_layout(sizes, choose.tolist(), shares.tolist())
-        self._evictor = Evictor(self._caches, parse_bytes(cache_limit))
+        self._evictor = Evictor(self._caches, parse_bytes(cache_limit) or None)  # as mosaic: 0 is no limit
         self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
         self._counter = EpochCounter()
         self._worker_batches: WorkerBatches | None = None  # set by StreamingDataLoader for its workers
@@ -178,20 +190,44 @@ class StreamingDataset(IterableDataset):
         return self._len_cache[1]
 
     # ---- random access ------------------------------------------------------------------------
-    def __getitem__(self, index: int) -> Any:
-        """Sample `index` of the underlying data (0..num_samples-1); fetches only its shard. As in
-        mosaicml-streaming, `ds[i]` calls `get_item(i)`, and a subclass may override either."""
-        index = int(index)
-        if index < 0:
-            index += self.num_samples
-        return self.get_item(index)  # checks the range
+    def __getitem__(self, index: Any) -> Any:
+        """Sample `index` of the underlying data (0..num_samples-1, negative from the end); fetches
+        only its shard. A slice, list or numpy array of indices gives a list of samples, as in
+        mosaicml-streaming. `ds[i]` calls `get_item(i)`, and a subclass may override either."""
+        return index_samples(index, self.num_samples, self.get_item, self.__getitem__)  # checks the range
 
     def get_item(self, index: int) -> Any:
-        """The stored sample `index`, decoded (no transform a subclass adds in `__getitem__`)."""
+        """The stored sample `index`, decoded (no transform a subclass adds in `__getitem__`). Its
+        arrays are its own (writable, copied out of the shard): an in-place change never reaches
+        the next read of the same sample."""
         if not 0 <= index < self.num_samples:
             raise IndexError(f"sample {index} out of range for {self.num_samples} samples")
         shard = int(np.searchsorted(self._layout.shard_offsets, index, side="right") - 1)
-        return self._readers.get(shard).get_sample(index - int(self._layout.shard_offsets[shard]))
+        return own_arrays(self._readers.get(shard).get_sample(index - int(self._layout.shard_offsets[shard])))
+
+    # ---- shards (mosaic's names) ----------------------------------------------------------------
+    @property
+    def shards(self) -> list[Any]:
+        """Every stream's shards in order: ShardInfo records (samples, compression, column_names,
+        raw_basename, ...; `len(shard)` is its samples), not mosaic's reader objects."""
+        return list(self._infos)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._infos)
+
+    def prepare_shard(self, shard_id: int, blocking: bool = True) -> None:
+        """Make shard `shard_id` local (download, check, decompress), evicting others under
+        cache_limit. `blocking` is accepted for mosaic's signature: it always waits."""
+        self._locator.ensure(int(shard_id))
+        if self._evictor.limit is not None:
+            self._evictor.maybe_evict((int(shard_id),))
+
+    def evict_shard(self, shard_id: int) -> None:
+        """Delete shard `shard_id`'s local files; the next read downloads it again. A shard whose
+        only copy is the local folder (no remote, or remote == local) is never deleted."""
+        self._readers.drop(int(shard_id))
+        self._locator.evict(int(shard_id))
 
     def _transforms_samples(self) -> bool:
         """A subclass changes what a sample is (mosaic's usual pattern: `__getitem__` calls
@@ -206,7 +242,7 @@ class StreamingDataset(IterableDataset):
             self._initial_physical_nodes = topo.num_nodes
         g = self._global_batch(topo)
         if self._resume_global_batch is not None and int(self._resume_global_batch) != g:
-            raise DataError(f"the loaded data state used global batch {self._resume_global_batch}, this run's is {g} "
+            raise DataValueError(f"the loaded data state used global batch {self._resume_global_batch}, this run's is {g} "
                             f"(batch_size {self.batch_size} x {topo.world_size} ranks)",
                             hint="keep the global batch: per-device batch = global batch / ranks")
         epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
@@ -218,7 +254,10 @@ class StreamingDataset(IterableDataset):
                                plan.window, ranged_early=topo.alone_on_node)
         lend_reader_core(topo.alone_on_node)
         sample = None
-        if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
+        # the plan's shards still drive prefetch, open and eviction; a subclass's transform, or a
+        # plan that yields some sample twice (its arrays would share the map: an in-place change to
+        # the first would show in the second), reads through __getitem__ / get_item
+        if self._transforms_samples() or _repeats_a_sample(plan, self._layout.shard_offsets):
             first = self._layout.shard_offsets.tolist()
             sample = lambda shard, index: self[first[shard] + index]  # noqa: E731
         batches = self._worker_batches
@@ -364,3 +403,12 @@ class StreamingDataset(IterableDataset):
         if length and sample >= length:
             epoch, sample = epoch + 1, 0
         self._counter.resume(epoch, sample)
+
+
+def _repeats_a_sample(plan: EpochPlan, shard_offsets: np.ndarray) -> bool:
+    """Whether this worker's epoch yields some sample more than once (a stream upsampled with
+    repeat/choose/proportion). Epochs that read each sample once skip the count."""
+    if len(plan.shards) < 2:
+        return False
+    ids = shard_offsets[plan.shards] + plan.offsets
+    return bool(np.bincount(ids).max() > 1)

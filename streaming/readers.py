@@ -91,6 +91,12 @@ class ReaderPool:
     def in_worker() -> bool:
         return _in_dataloader_worker()
 
+    def drop(self, shard: int) -> None:
+        """Close the pool's reader of `shard`, if any (its files were evicted: read them anew)."""
+        reader = self._open.pop(shard, None)
+        if reader is not None:
+            _close(reader)
+
     def open_shards(self) -> set[int]:
         return set(self._open)
 

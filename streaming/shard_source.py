@@ -48,6 +48,9 @@ class ShardLocator:
     def is_ready(self, shard: int) -> bool:
         return self.caches[self._cache[shard]].is_ready(int(self._local[shard]))
 
+    def evict(self, shard: int) -> int:
+        return self.caches[self._cache[shard]].evict(int(self._local[shard]))
+
     @property
     def bytes_downloaded(self) -> int:
         return sum(c.bytes_downloaded for c in self.caches)

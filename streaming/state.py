@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from foundry.plugins.errors import DataError
+from foundry.plugins.errors import DataError, DataValueError
 
 MAX_WORKERS = 64
 _GROUPS = MAX_WORKERS * (MAX_WORKERS + 1) // 2  # one group of slots per DataLoader worker count
@@ -99,21 +99,21 @@ def check_state(state: dict[str, Any], *, shuffle_seed: int, fingerprint: str, n
     """Refuse a state that does not describe this dataset and configuration, with a clear reason."""
     missing = [k for k in ("epoch", "sample_in_epoch", "shuffle_seed") if k not in state]
     if missing:
-        raise DataError(f"dataset state lacks {', '.join(missing)}", hint="pass a state from StreamingDataset.state_dict()")
+        raise DataValueError(f"dataset state lacks {', '.join(missing)}", hint="pass a state from StreamingDataset.state_dict()")
     if int(state["shuffle_seed"]) != int(shuffle_seed):
-        raise DataError(f"the saved data state used shuffle_seed={state['shuffle_seed']}, this dataset uses {shuffle_seed}",
-                        hint="resume with the same shuffle_seed, or start a new run")
+        raise DataValueError(f"the saved data state used shuffle_seed={state['shuffle_seed']}, this dataset uses {shuffle_seed}",
+                             hint="resume with the same shuffle_seed, or start a new run")
     saved_fp = state.get("fingerprint")
     if saved_fp is not None and saved_fp != fingerprint:
-        raise DataError("the saved data state belongs to different data (index, streams or epoch size changed)",
-                        hint="resume on the same dataset, or start a new run")
+        raise DataValueError("the saved data state belongs to different data (index, streams or epoch size changed)",
+                             hint="resume on the same dataset, or start a new run")
     saved_c = state.get("num_canonical_nodes")
     if num_canonical_nodes is not None and saved_c is not None and int(saved_c) != int(num_canonical_nodes):
-        raise DataError(f"the saved data state used num_canonical_nodes={saved_c}, this dataset sets {num_canonical_nodes}",
-                        hint="leave num_canonical_nodes unset (the saved value is used) or set it to the saved one")
+        raise DataValueError(f"the saved data state used num_canonical_nodes={saved_c}, this dataset sets {num_canonical_nodes}",
+                             hint="leave num_canonical_nodes unset (the saved value is used) or set it to the saved one")
     saved_g = state.get("global_batch_size")
     if global_batch is not None and saved_g is not None and int(saved_g) != int(global_batch):
-        raise DataError(f"the saved data state used global batch {saved_g}, this run's is {global_batch} "
-                        "(batch_size x world size)", hint="keep the global batch: per-device batch = global batch / ranks")
+        raise DataValueError(f"the saved data state used global batch {saved_g}, this run's is {global_batch} "
+                             "(batch_size x world size)", hint="keep the global batch: per-device batch = global batch / ranks")
     if int(state["sample_in_epoch"]) < 0 or int(state["epoch"]) < 0:
-        raise DataError("dataset state has a negative epoch or sample")
+        raise DataValueError("dataset state has a negative epoch or sample")

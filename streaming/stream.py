@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from foundry.plugins.atomic_files import atomic_write
-from foundry.plugins.errors import ConfigError, DataError, FoundryError
+from foundry.plugins.errors import (ConfigValueError, DataError, DataFileNotFoundError, DataRuntimeError,
+                                    DataValueError, FoundryError, ObjectNotFoundError)
 from foundry.plugins.storage import StorageURL
 
 INDEX = "index.json"
@@ -31,9 +32,9 @@ class Stream:
         keep_zip: bool | None = None,
     ):
         if remote is None and local is None:
-            raise ConfigError("a stream needs remote=, local= or both")
+            raise ConfigValueError("a stream needs remote=, local= or both")
         if sum(x is not None for x in (proportion, repeat, choose)) > 1:
-            raise ConfigError("a stream takes at most one of proportion, repeat and choose")
+            raise ConfigValueError("a stream takes at most one of proportion, repeat and choose")
         self.remote = None if remote is None else str(remote)
         self.local = None if local is None else str(local)
         self.split = split
@@ -86,22 +87,24 @@ class Stream:
             except FoundryError as exc:
                 if local_index.exists():
                     data = local_index.read_bytes()
-                else:
-                    raise DataError(f"cannot read {self.remote_url}/{INDEX}: {exc.message}",
-                                    hint=exc.hint or "check the remote URL and credentials") from exc
+                else:  # mosaic lets the download's FileNotFoundError through
+                    missing = isinstance(exc, ObjectNotFoundError)
+                    raise (DataFileNotFoundError if missing else DataError)(
+                        f"cannot read {self.remote_url}/{INDEX}: {exc.message}",
+                        hint=exc.hint or "check the remote URL and credentials") from exc
             else:
                 self._write_if_changed(local_index, data)
         elif local_index.exists():
             data = local_index.read_bytes()
         else:
             where = self.remote_url or str(self.local_dir)
-            raise DataError(f"no {INDEX} in {where}", hint="point remote=/local= at a dataset written by MDSWriter")
+            raise DataRuntimeError(f"no {INDEX} in {where}", hint="point remote=/local= at a dataset written by MDSWriter")
         try:
             return list(load_index(data, self.remote_url or str(self.local_dir)))
         except FoundryError:
             raise
         except Exception as exc:
-            raise DataError(f"malformed {INDEX} in {self.remote_url or self.local_dir}: {exc}") from exc
+            raise DataValueError(f"malformed {INDEX} in {self.remote_url or self.local_dir}: {exc}") from exc
 
     def _remote_is_local(self) -> bool:
         url = StorageURL.parse(self.remote_url)
@@ -115,3 +118,32 @@ class Stream:
         except FileNotFoundError:
             pass
         atomic_write(path, data)
+
+
+class StreamRegistry:
+    """mosaicml-streaming's `streams_registry`: `StreamingDataset(stream_name=NAME, stream_config={...})`
+    builds its one stream with the class registered under NAME (default "stream": Stream)."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type] = {}
+
+    def register(self, name: str, *, func: type | None = None) -> Any:
+        """`register("mine", func=MyStream)`, or `@streams_registry.register("mine")` on the class."""
+        if func is None:
+            return lambda cls: self.register(name, func=cls)
+        self._classes[name] = func
+        return func
+
+    def get(self, name: str) -> type:
+        if name not in self._classes:
+            raise ConfigValueError(f"no stream class registered as {name!r}",
+                                   hint=f"register it with streams_registry.register({name!r}, func=YourStream); "
+                                        f"registered: {', '.join(sorted(self._classes))}")
+        return self._classes[name]
+
+    def get_all(self) -> dict[str, type]:
+        return dict(self._classes)
+
+
+streams_registry = StreamRegistry()
+streams_registry.register("stream", func=Stream)

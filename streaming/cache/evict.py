@@ -9,32 +9,19 @@ process has mapped is safe on POSIX (its mapping stays valid); it is downloaded 
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from filelock import FileLock
 
-from foundry.plugins.errors import ConfigError
+from foundry.plugins.errors import ConfigValueError
+from foundry.streaming.units import parse_bytes  # noqa: F401  (re-exported: cache.parse_bytes)
 
 from .schedule import UseSchedule
 from .shards import ShardCache
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_bytes(value: int | str | None) -> int | None:
-    """`10_000`, `"10gb"`, `"512MiB"` -> bytes; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"cannot read {value!r} as a size", hint='use bytes or a string like "10gb" or "512mib"')
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+MIN_SHARDS_IN_LIMIT = 4
 
 
 class Evictor:
@@ -49,10 +36,14 @@ class Evictor:
         self._sizes = np.array([(s.raw_bytes or 0) + ((s.zip_bytes or 0) if c.keep_zip else 0)
                                 for c, i in self._index for s in [c.shards[i]]], dtype=np.int64)
         if limit is not None:
-            biggest = max((s.raw_bytes or 0) + (s.zip_bytes or 0) for c in self.caches for s in c.shards) if self._index else 0
-            if limit < biggest:
-                raise ConfigError(f"cache_limit {limit} bytes is smaller than one shard ({biggest} bytes)",
-                                  hint="raise cache_limit to hold at least a few shards")
+            # mosaicml-streaming 0.13 refuses a limit under four of the largest shard (raw and
+            # compressed files together): so does Foundry, with the same ValueError
+            biggest = max((f.raw_bytes or 0) + (f.zip_bytes or 0) for c in self.caches for i in range(len(c.shards))
+                          for f in c.files(i)) if self._index else 0
+            if limit < MIN_SHARDS_IN_LIMIT * biggest:
+                raise ConfigValueError(f"cache_limit {limit} bytes is too low: it must hold at least "
+                                       f"{MIN_SHARDS_IN_LIMIT} of the largest shard ({biggest} bytes, raw and compressed)",
+                                       hint=f"raise cache_limit to {MIN_SHARDS_IN_LIMIT * biggest} bytes or more")
 
     def maybe_evict(self, protect: Iterable[int] | Callable[[], tuple[Iterable[int], int]] = (),
                     schedule: UseSchedule | None = None, lookahead: int = 0) -> int:

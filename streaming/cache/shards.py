@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from filelock import FileLock, Timeout
 
-from foundry.plugins.errors import BucketNotFoundError, DataError, FoundryError, ObjectNotFoundError, StorageError
+from foundry.plugins.errors import (BucketNotFoundError, DataError, DataFileNotFoundError, DataRuntimeError, DataValueError,
+                                    FoundryError, ObjectNotFoundError, StorageError)
 from foundry.plugins.retry import RetryPolicy, call_with_retries
 from foundry.streaming.format.block_digests import BlockDigests, digests_basename
 from foundry.streaming.format.ranged_reader import reads as ranged_reads
@@ -292,7 +293,7 @@ class ShardCache:
             return False
         if f.raw_bytes is not None and size != f.raw_bytes:
             if self.remote is None:
-                raise DataError(f"shard file {f.raw_basename} in {self.local} has {size} bytes, "
+                raise DataValueError(f"shard file {f.raw_basename} in {self.local} has {size} bytes, "
                                 f"index.json says {f.raw_bytes}", hint="the local copy is corrupt; restore it")
             return False
         return True
@@ -301,7 +302,7 @@ class ShardCache:
         try:
             return pick_hash(hashes, self.validate_hash)
         except DataError as exc:
-            raise DataError(f"{exc.message} (dataset {self.name})", hint=exc.hint) from None
+            raise DataValueError(f"{exc.message} (dataset {self.name})", hint=exc.hint) from None
 
     def _make_local(self, f: Any, compression: str | None) -> None:
         """Write f's raw file under its final name (the caller holds the shard's lock).
@@ -326,7 +327,7 @@ class ShardCache:
                     self._decompress_into(final, f, compression, mapped, tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.raw")
                 return
         if self.remote is None:
-            raise DataError(f"shard file {f.raw_basename} is missing from {self.local} and there is no remote",
+            raise DataFileNotFoundError(f"shard file {f.raw_basename} is missing from {self.local} and there is no remote",
                             hint="pass remote= so the shard can be downloaded, or restore the local copy")
         if not f.zip_basename:
             tmp = tmp_dir / f"{prefix}{os.getpid()}.{next(_seq)}.dl"
@@ -369,7 +370,7 @@ class ShardCache:
             else:
                 return got
             discard()
-        raise DataError(f"shard {key} of {self.name} is corrupt in the store ({problem}, downloaded twice)",
+        raise DataValueError(f"shard {key} of {self.name} is corrupt in the store ({problem}, downloaded twice)",
                         hint="rewrite or restore that shard in the remote dataset")
 
     def _good_local_zip(self, f: Any) -> Path | None:
@@ -388,7 +389,7 @@ class ShardCache:
         else:
             return path
         if self.remote is None or not self.evictable:
-            raise DataError(f"shard file {f.zip_basename} in {self.local} {problem}",
+            raise DataValueError(f"shard file {f.zip_basename} in {self.local} {problem}",
                             hint="the local copy is corrupt; restore it")
         return None
 
@@ -421,7 +422,8 @@ class ShardCache:
         transient errors; this adds mosaic's `download_retry` for what outlasts them (a timeout, a
         connection that kept failing), through the one shared policy. A missing object is not retried."""
         def give_up(exc: BaseException, attempts: int) -> BaseException:
-            return DataError(f"could not download shard {key} of {self.name} after {attempts} attempts: {exc}",
+            missing = isinstance(exc, (ObjectNotFoundError, FileNotFoundError))  # mosaic: FileNotFoundError
+            return (DataFileNotFoundError if missing else DataRuntimeError)(f"could not download shard {key} of {self.name} after {attempts} attempts: {exc}",
                              hint="check the remote URL and credentials, or raise download_retry/download_timeout")
 
         policy = RetryPolicy(attempts=self.download_retry + 1, base_delay=0.1, max_delay=2.0, deadline=None)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from foundry.plugins.errors import DataError
+from foundry.plugins.errors import DataError, DataJSONDecodeError, DataValueError
 
 INDEX_BASENAME = "index.json"
 FORMATS = ("mds", "json", "csv", "tsv", "xsv")
@@ -63,6 +63,9 @@ class ShardInfo:
     hashes: list[str] = field(default_factory=list)
     data: ShardFile | None = None
     meta: ShardFile | None = None  # split formats only
+
+    def __len__(self) -> int:  # as mosaic's shard readers: its samples
+        return self.samples
 
     @property
     def files(self) -> list[ShardFile]:
@@ -178,14 +181,16 @@ def load_index(data: bytes | str | dict, source: str | None = None) -> list[Shar
     if isinstance(data, (bytes, bytearray, str)):
         try:
             obj = json.loads(data)
+        except json.JSONDecodeError as exc:  # mosaic lets it through: also a json.JSONDecodeError here
+            raise DataJSONDecodeError(f"index.json is not valid JSON: {exc}", doc=exc.doc, pos=exc.pos) from None
         except (ValueError, UnicodeDecodeError) as exc:
-            raise DataError(f"index.json is not valid JSON: {exc}") from None
+            raise DataValueError(f"index.json is not valid JSON: {exc}") from None
     else:
         obj = data
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise DataError("index.json has no 'shards' list", hint="is this a streaming dataset directory?")
     if obj.get("version") != 2:
-        raise DataError(
+        raise DataValueError(
             f"unsupported index.json version {obj.get('version')!r}",
             hint="Foundry reads version 2 (mosaicml-streaming >= 0.5); rewrite older datasets",
         )

@@ -46,7 +46,11 @@ class ShardReader:
             with open(path, "rb") as f:
                 if os.fstat(f.fileno()).st_size == 0:
                     raise DataError(f"shard file {path} is empty")
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                # A private mapping (MAP_PRIVATE): read, it shares the page cache as a read-only one
+                # does; written (torch.from_numpy(sample["x"]).mul_(2) writes through the array's
+                # view), the page is copied for this process. A read-only map would kill the
+                # process with SIGSEGV there, with no Python error; the file never changes.
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
         except FileNotFoundError:
             raise DataError(f"shard file {path} does not exist") from None
 

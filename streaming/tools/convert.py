@@ -16,6 +16,7 @@ from typing import Any, Callable
 from foundry.plugins.errors import ConfigError, DataError
 
 from .convert_sources import Part, detect_kind, infer_columns, samples, split
+from .merge import merged_entries
 from ..format.index import INDEX_BASENAME, dump_index, load_index
 from ..writer import MDSWriter
 
@@ -157,13 +158,7 @@ def _convert_parallel(parts, dst, columns, options, counter, ctx) -> list[dict]:
         futures = [pool.submit(_write_part, part, _join(dst, name), columns, options)
                    for part, name in zip(parts, names)]
         results = [f.result() for f in futures]
-    merged = []
-    for name, entries in zip(names, results):
-        for entry in entries:
-            for key in ("raw_data", "zip_data", "raw_meta", "zip_meta"):
-                if entry.get(key):
-                    entry[key]["basename"] = f"{name}/{entry[key]['basename']}"
-            merged.append(entry)
+    merged = merged_entries(list(zip(names, results)))
     index = dump_index(merged)
     load_index(index)  # what we publish must parse
     if is_remote:

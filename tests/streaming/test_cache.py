@@ -123,20 +123,25 @@ def test_cache_limit_evicts_least_recently_used_and_reads_everything(make_datase
 def test_eviction_never_deletes_local_only_data(make_dataset, tmp_path):
     local = make_dataset(100, 10)
     before = _shards(local)
+    limit = 4 * max(p.stat().st_size for p in local.glob("shard.*"))  # the least mosaic allows: under 10 shards
     with pytest.warns(UserWarning, match="exists only locally"):
-        ds = StreamingDataset(local=str(local), cache_limit=parse_bytes("1kb") * 2, download_retry=0)
+        ds = StreamingDataset(local=str(local), cache_limit=limit, download_retry=0)
         ds._evictor.maybe_evict()
     assert [s["id"] for s in ds] == list(range(100))
     assert _shards(local) == before
     # remote == local: the same folder, never evicted either
-    ds = StreamingDataset(remote=str(local), local=str(local), cache_limit="2kb")
+    ds = StreamingDataset(remote=str(local), local=str(local), cache_limit=limit)
     assert [s["id"] for s in ds] == list(range(100)) and _shards(local) == before
 
 
-def test_cache_limit_smaller_than_a_shard_is_refused(make_dataset, tmp_path):
-    with pytest.raises(ConfigError, match="smaller than one shard"):
-        StreamingDataset(remote=str(make_dataset(20, 10)), local=str(tmp_path / "c"), cache_limit=10)
-    assert parse_bytes("10gb") == 10**10 and parse_bytes("1.5KiB") == 1536
+def test_cache_limit_under_four_shards_is_refused_as_mosaic_does(make_dataset, tmp_path):
+    remote = make_dataset(20, 10)
+    biggest = max(p.stat().st_size for p in remote.glob("shard.*"))
+    for limit in (10, 4 * biggest - 1):
+        with pytest.raises(ValueError, match="cache_limit .* too low"):  # a ConfigError and a ValueError
+            StreamingDataset(remote=str(remote), local=str(tmp_path / "c"), cache_limit=limit)
+    StreamingDataset(remote=str(remote), local=str(tmp_path / "c"), cache_limit=4 * biggest)
+    assert parse_bytes("10gb") == 10 * 2**30 and parse_bytes("1.5KiB") == 1536  # mosaic's units: 1024
     with pytest.raises(ConfigError):
         parse_bytes("ten")
 
