@@ -51,6 +51,10 @@ def run(
     _json(json_out)
     cp = _cp()
     overrides = dict(name=name, cluster=cluster, gpus=gpus, nodes=nodes)
+    if name is not None:  # --name also names a spec that has no `name:` of its own
+        from foundry.app.runspec import load_spec
+
+        file = load_spec(file, name=name)
     if dry_run:
         plan = cp.dry_run(file, **overrides)
         if sink.json_mode:

@@ -14,7 +14,11 @@ from pydantic import BaseModel, ValidationError
 from foundry.plugins.errors import ConfigError
 
 from .schema import RunSpec
-from .yaml_limits import MAX_BYTES, safe_load_limited
+from .yaml_limits import safe_load_limited
+
+# A run spec is a page of YAML; past this it is data that belongs in a file or a bucket. Refused by
+# size at once: parsing a few megabytes of YAML takes seconds (minutes without libyaml).
+SPEC_MAX_BYTES = 1024 * 1024
 
 # mcli's older top-level form -> where the key lives in the modern form.
 LEGACY_KEYS = {"run_name": ("name",), "gpu_num": ("compute", "gpus"),
@@ -75,6 +79,8 @@ def _format(err: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         allowed = _allowed_keys(_model_at(loc))
         return f"{path}: unknown key; allowed here: {allowed}"
+    if kind == "missing" and loc == ("name",):
+        return "name: required key is missing (add `name: ...` to the spec, or give --name)"
     if kind == "missing":
         return f"{path}: required key is missing"
     if kind == "union_tag_invalid":
@@ -105,18 +111,23 @@ def parse_spec(data: Any, source: str = "<spec>") -> RunSpec:
         raise ConfigError(first + more, hint="see docs/sdk.md for the run spec keys") from None
 
 
-def load_spec(path: str | Path) -> RunSpec:
+def load_spec(path: str | Path, name: str | None = None) -> RunSpec:
+    """The run spec in the YAML file at `path`; `name` (`--name`) is the run's name when the file
+    gives none (a name in the file is replaced later, by apply_overrides)."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)   # never more than the limit, whatever the file's size
+            raw = fh.read(SPEC_MAX_BYTES + 1)   # never more than the limit, whatever the file's size
     except FileNotFoundError:
         raise ConfigError(f"run spec {str(path)!r} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"run spec {str(path)!r} is a folder", hint="give the YAML file's path") from None
     except OSError as exc:
         raise ConfigError(f"cannot read run spec {str(path)!r}: {exc.strerror}") from None
-    return parse_spec(safe_load_limited(raw, path.name), path.name)
+    data = safe_load_limited(raw, path.name, SPEC_MAX_BYTES)
+    if name is not None and isinstance(data, dict) and "name" not in data and "run_name" not in data:
+        data["name"] = name
+    return parse_spec(data, path.name)
 
 
 def apply_overrides(spec: RunSpec, *, name: str | None = None, cluster: str | None = None,

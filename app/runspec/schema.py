@@ -44,12 +44,21 @@ MAX_DEVICES = 100_000
 MAX_NODES = 10_000
 
 
+def _whole_number(value: Any) -> Any:
+    """pydantic takes `true` for 1: a count written as a boolean is a mistake, said as one."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a whole number (got {str(value).lower()})")
+    return value
+
+
 class Compute(_Strict):
     cluster: str | None = None
     gpus: int | None = Field(default=None, ge=0, le=MAX_DEVICES)   # total devices; on CPU clusters, processes
     nodes: int = Field(default=1, ge=1, le=MAX_NODES)
     gpu_type: str | None = None
     instance: str | None = None
+
+    _counts = field_validator("gpus", "nodes", mode="before")(_whole_number)
 
     @model_validator(mode="after")
     def _divisible(self) -> "Compute":
@@ -104,6 +113,8 @@ class Scheduling(_Strict):
     max_retries: int = Field(default=0, ge=0, le=100)
     priority: Literal["low", "medium", "high"] = "medium"
 
+    _counts = field_validator("max_retries", mode="before")(_whole_number)
+
 
 class RunSpec(_Strict):
     name: str
@@ -153,7 +164,21 @@ class RunSpec(_Strict):
             bad = [k for k in value if not ENV_KEY_RE.match(str(k))]
             if bad:
                 raise ValueError(f"invalid environment variable name(s): {', '.join(map(str, bad))}")
+            for key, item in value.items():  # str(None) would hand the job the text "None"
+                if item is None or isinstance(item, (list, dict)):
+                    kind = "empty (null)" if item is None else f"a {type(item).__name__}"
+                    raise ValueError(f"{key} is {kind}; a variable's value is one string or number "
+                                     "(quote it: '' for an empty one)")
+                if "\x00" in str(item):
+                    raise ValueError(f"{key} holds a NUL byte, which no environment variable can")
             return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if any("\x00" in part for part in ([value] if isinstance(value, str) else value or [])):
+            raise ValueError("holds a NUL byte (\\x00), which no process argument can; remove it")
         return value
 
     @model_validator(mode="after")
