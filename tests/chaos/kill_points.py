@@ -11,6 +11,10 @@ POINTs, in launch order:
   after-launch    provider.launch returned a handle; the registry does not have it
   after-record    the handle is recorded; the "launched" event is not
   none            no kill (a control run)
+The watchdog's relaunch (`foundry watch --once` on a lost run) takes the same launch path, and has
+two moments of its own before it:
+  after-lost      the lost resumption is recorded; no new resumption yet
+  after-add       the retry's new resumption (planning intent) is recorded; nothing planned
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ def arm(point: str) -> None:
             _after(cls, "launch")
     elif point == "after-record":
         _after(Registry, "update_resumption", lambda self, run_id, idx, **fields: "handle" in fields)
+    elif point == "after-lost":
+        _after(Registry, "transition", lambda self, run_id, idx, expect, new, *a, **k: new == "lost")
+    elif point == "after-add":
+        _after(Registry, "add_resumption")
     elif point != "none":
         raise SystemExit(f"unknown kill point {point!r}")
 
