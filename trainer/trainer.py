@@ -33,6 +33,7 @@ from foundry.plugins.errors import ConfigError
 from . import dist as fdist
 from .arguments import check_settings, loss_from_output
 from .callbacks import CallbackList
+from .checkpoint.data_state import align_batch_size
 from .checkpoint.session import CheckpointSession, ResumePoint
 from .config import TrainerConfig
 from .env_settings import apply_env
@@ -74,6 +75,10 @@ class Trainer:
         self.model = fdist.wrap_model(self.raw_model, self.parallelism, self.device)
         self.optimizers = self._build_optimizers(optimizers)
         self.train_dataloader = train_dataloader
+        told = align_batch_size(train_dataloader)  # before anything iterates it
+        if told is not None and self.env.is_main:
+            sys.stderr.write(f"foundry: StreamingDataset batch_size set to {told}, the DataLoader's, so that "
+                             "training resumes at the exact batch\n")
         self.eval_dataloader = eval_dataloader
         self._scheduler_specs = schedulers
         self.schedulers: list = []

@@ -47,6 +47,28 @@ def stateful_data(loader: Any) -> tuple[Any, str] | None:
     return None
 
 
+def align_batch_size(loader: Any) -> int | None:
+    """Tell a StreamingDataset its loader's batch size when it was not given one (Composer's seeds:
+    `DataLoader(StreamingDataset(...), batch_size=16)`); returns the size set, or None.
+
+    Untold, the dataset deals its samples to the DataLoader's workers one at a time, so the k
+    batches trained are not the epoch's first k x batch samples and no sample count resumes it
+    (nor on another world size: the saved global batch would be the world size). Told, every batch
+    comes whole from one worker in the epoch's order - what mosaic asks users to do by hand."""
+    found = stateful_data(loader)
+    size = getattr(loader, "batch_size", None)
+    if found is None or found[1] != SAMPLES or found[0] is loader or type(size) is not int:
+        return None
+    dataset = found[0]
+    if not hasattr(dataset, "batch_size") or dataset.batch_size is not None:
+        return None
+    try:
+        dataset.batch_size = size
+    except AttributeError:  # a read-only property: leave it
+        return None
+    return size
+
+
 def save_data_state(loader: Any, timestamp: Timestamp) -> Any:
     """This rank's data state for a checkpoint taken at `timestamp` (None: nothing to save)."""
     found = stateful_data(loader)
