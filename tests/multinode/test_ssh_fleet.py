@@ -85,22 +85,23 @@ def leases_held(tmp_path: Path, addr: str) -> dict:
 def test_fleet_run_pauses_moves_to_local_and_back_with_another_process_count(ssh_fleet, fleet_data, tmp_path):
     add_fleet(ssh_fleet, tmp_path, "fleet", ssh_fleet.hosts(1, 2), gpus_per_host=2)
     run_dir = tmp_path / "foundry-home" / "runs" / "mover"
-    foundry("run", "-f", str(run_spec(tmp_path / "run.yaml", "mover", "fleet", 2, 2, fleet_data, STEP_DELAY="1.0")))
+    # a step every ~3 s: each `foundry` command here takes a second or more on a busy 2-core box
+    foundry("run", "-f", str(run_spec(tmp_path / "run.yaml", "mover", "fleet", 2, 2, fleet_data, STEP_DELAY="3.0")))
     wait_status("mover", lambda d: len(steps(run_dir)) >= 3 or d["status"] not in ACTIVE, timeout=300, poll=0.5)
+    foundry("stop", "mover", "--wait", timeout=300)
+    run = wait_status("mover", lambda d: d["status"] not in ACTIVE, timeout=300)
+    assert run["status"] == "paused", ended_how("mover", run)
     log = foundry("logs", "mover")
     assert f"environment ready on root@{ssh_fleet.addr(1)} in" in log and f"root@{ssh_fleet.addr(2)}" in log
     rank1 = foundry("logs", "mover", "--rank", "1")
     assert "rank-env" in rank1 and "RANK=1 " in rank1 and "WORLD_SIZE=2" in rank1
-    foundry("stop", "mover", "--wait", timeout=300)
-    run = wait_status("mover", lambda d: d["status"] not in ACTIVE, timeout=300)
-    assert run["status"] == "paused", ended_how("mover", run)
     assert run["resumptions"][0]["exit_code"] == 75
     assert leases_held(tmp_path, ssh_fleet.addr(1)) == {} == leases_held(tmp_path, ssh_fleet.addr(2))
     pinned = (tmp_path / "foundry-home" / "cluster-state" / "fleet" / "known_hosts").read_text()
     assert ssh_fleet.addr(1) in pinned and ssh_fleet.addr(2) in pinned   # first use pinned both host keys
 
     on_fleet = max(steps(run_dir))
-    foundry("resume", "mover", "--cluster", "local", "--gpus", "1")
+    foundry("resume", "mover", "--cluster", "local", "--gpus", "1", "--nodes", "1")
     wait_status("mover", lambda d: max(steps(run_dir)) >= on_fleet + 2 or d["status"] not in ACTIVE, timeout=300,
                 poll=0.5)
     foundry("stop", "mover", "--wait", timeout=300)
@@ -133,7 +134,7 @@ def test_a_host_lost_mid_run_is_lost_not_failed_and_retried_on_the_hosts_left(ss
                                                                               watchdog):
     add_fleet(ssh_fleet, tmp_path, "fleet3", ssh_fleet.hosts(1, 2, 3), gpus_per_host=1)
     run_dir = tmp_path / "foundry-home" / "runs" / "survivor"
-    spec = run_spec(tmp_path / "run.yaml", "survivor", "fleet3", 2, 2, fleet_data, max_retries=1, STEP_DELAY="1.0",
+    spec = run_spec(tmp_path / "run.yaml", "survivor", "fleet3", 2, 2, fleet_data, max_retries=1, STEP_DELAY="2.0",
                     SAVE_INTERVAL="2ba")
     foundry("run", "-f", str(spec))
     wait_status("survivor", lambda d: len(steps(run_dir)) >= 4 or d["status"] not in ACTIVE, timeout=300, poll=0.5)
