@@ -1,15 +1,12 @@
 """`foundry verify-resume`: train the user's job straight and through stops, compare bit for bit.
-The work is in foundry.app.control.verify_resume (which starts the training as its own processes:
+The work is in foundry.app.control.verify (which starts the training as its own processes:
 this process never imports torch)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Optional
 
 import typer
-
-from foundry.plugins.errors import ConfigError
 
 from .output import json_option, sink
 
@@ -30,24 +27,16 @@ def verify_resume(
 
     foundry verify-resume -- python train.py --data file://data   (exit 0: identical; 1: it differs)
     """
-    from foundry.app.control import verify_resume as vr
+    from foundry.app.control import verify_resume as run
 
     sink.json_mode = sink.json_mode or json_out
-    if bool(file) == bool(command):
-        raise ConfigError("give either -f RUN.yaml or a command after --, not both" if file
-                          else "nothing to verify", hint="foundry verify-resume -- python train.py ARGS, "
-                                                         "or foundry verify-resume -f run.yaml")
-    if file:
-        target, spec_world = vr.target_from_spec(file, Path.cwd())
-    else:
-        target, spec_world = vr.target_from_command(list(command or []), Path.cwd()), 1
-    plan = vr.make_plan(steps, stops, vr.parse_world_sizes(world_sizes) if world_sizes else (spec_world,))
     progress = (lambda line: None) if sink.json_mode else (lambda line: sink.info(f"verify-resume: {line}"))
-    outcome = vr.verify_resume(target, plan, work_dir=work_dir, timeout=timeout, progress=progress)
+    outcome = run(command, file, steps=steps, stops=stops, world_sizes=world_sizes, work_dir=work_dir,
+                  timeout=timeout, progress=progress)
     if sink.json_mode:
         sink.emit(outcome.to_dict())
     else:
-        sink.lines(vr.render(outcome))
+        sink.lines(outcome.lines())
     if not outcome.ok:
         raise typer.Exit(1)
 

@@ -16,8 +16,9 @@ from .models import (ACTIVE_STATUSES, RESUMABLE_STATUSES, ClusterInfo, DryRun, R
                      SecretInfo)
 from .plane import ControlPlane
 from .run_views import CheckpointRow, RunProgress, steps_by_resumption
+from .verify import verify_resume  # `foundry verify-resume`: runs the user's training itself, no registry
 
 __all__ = ["ControlPlane", "FoundryPaths", "RunInfo", "Resumption", "RunEvent", "ClusterInfo",
            "SecretInfo", "DryRun", "ACTIVE_STATUSES", "RESUMABLE_STATUSES", "RunProgress", "CheckpointRow",
            "steps_by_resumption", "DatasetEntry", "DatasetSummary", "egress_rows", "egress_cost_line",
-           "s3_values_from_aws_files"]
+           "s3_values_from_aws_files", "verify_resume"]

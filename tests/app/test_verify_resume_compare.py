@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from foundry.app.control.verify_resume import make_plan, parse_world_sizes
-from foundry.app.control.verify_resume.compare import RunRecord, compare
+from foundry.app.control.verify import make_plan, parse_world_sizes
+from foundry.app.control.verify.compare import RunRecord, compare
 from foundry.plugins.errors import ConfigError
 
 PARTS = {"model": "m", "optimizer": "o", "schedulers": "s", "scaler": "c", "data": "d", "rng:torch": "t",

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from foundry.plugins.errors import ConfigError
 
 from .compare import Comparison, compare
-from .plan import Plan
+from .plan import Plan, make_plan, parse_world_sizes
 from .runner import Target, TrainingFailed, run_training
 
 _SHELL = re.compile(r"[;&|<>$`(){}*?~\n]")
@@ -36,6 +36,12 @@ class Outcome:
     work_dir: str | None  # kept folder, else None
     command: str
     runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """For a person (--json prints to_dict() instead)."""
+        from .report import render
+
+        return render(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "command": self.command, "steps": self.plan.steps,
@@ -75,8 +81,24 @@ def target_from_spec(path: str, cwd: Path) -> tuple[Target, int]:
     return Target(tuple(argv), cwd, tuple(sorted(env.items()))), spec.compute.gpus or 1
 
 
-def verify_resume(target: Target, plan: Plan, *, work_dir: str | None = None, keep: bool = False,
-                  timeout: float = 1800.0, progress: Callable[[str], None] = lambda line: None) -> Outcome:
+def verify_resume(command: list[str] | None = None, file: str | None = None, *, steps: int = 20, stops: int = 2,
+                  world_sizes: str | None = None, work_dir: str | None = None, timeout: float = 1800.0,
+                  progress: Callable[[str], None] = lambda line: None, cwd: Path | None = None) -> Outcome:
+    """The whole check, from what the user typed: a command (argv) or a run spec's path."""
+    if bool(file) == bool(command):
+        raise ConfigError("give either -f RUN.yaml or a command after --, not both" if file else "nothing to verify",
+                          hint="foundry verify-resume -- python train.py ARGS, or foundry verify-resume -f run.yaml")
+    cwd = cwd or Path.cwd()
+    if file:
+        target, spec_world = target_from_spec(file, cwd)
+    else:
+        target, spec_world = target_from_command(list(command or []), cwd), 1
+    plan = make_plan(steps, stops, parse_world_sizes(world_sizes) if world_sizes else (spec_world,))
+    return run_check(target, plan, work_dir=work_dir, timeout=timeout, progress=progress)
+
+
+def run_check(target: Target, plan: Plan, *, work_dir: str | None = None, keep: bool = False,
+              timeout: float = 1800.0, progress: Callable[[str], None] = lambda line: None) -> Outcome:
     start = time.monotonic()
     root = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="foundry-verify-resume-"))
     root.mkdir(parents=True, exist_ok=True)
