@@ -126,8 +126,15 @@ def get_runs(json_out: bool = json_option()) -> None:
                                                          "created", "why"])
 
 
-def _progress_line(p) -> str:
+def _progress_line(p, active: bool = False) -> str:
     parts = [f"step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")]
+    if p.stop_reason == "time_budget" and not active:   # done at its budget, not 13% of the way
+        budget = f" ({p.budget_s / 60:g} min)" if p.budget_s else ""
+        parts = [f"step {p.step}, stopped at its time budget{budget}"
+                 + (f" before the schedule's {p.max_steps}" if p.max_steps else "")]
+    elif p.eta_s is not None:
+        secs = int(p.eta_s)
+        parts.append(f"ETA {secs // 3600}h{secs % 3600 // 60:02d}m" if secs >= 3600 else f"ETA {secs // 60}m{secs % 60:02d}s")
     if p.loss is not None:
         parts.append(f"loss {p.loss:.4g}")
     if p.tokens_per_sec:
@@ -158,7 +165,7 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
                "retries": f"{run.retries_used}/{run.max_retries}",
                "command": run.spec.get("command", "(trainer parameters)")})
     if progress.step is not None:
-        sink.lines([_progress_line(progress)])
+        sink.lines([_progress_line(progress, run.status in ("pending", "running", "stopping"))])
     sink.out.print()
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),

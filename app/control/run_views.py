@@ -1,6 +1,13 @@
 """What the dashboards show about a run beyond the registry: progress from metrics.jsonl (step / max,
 loss, throughput, ETA), the resolved config, and the checkpoints in its save folder.
 
+The ETA comes from the steps the rows' `time` stamps show per second (the last minute of the
+latest resumption), not from one batch's `throughput`, which leaves out data loading, evaluation
+and checkpoints. A job bounded by wall-clock time says so with two records, which any callback can
+write to metrics.jsonl (examples/gpt/job.py's TimeBudget does): `{"event": "time_budget",
+"seconds": S}` when it starts (the ETA is then never past the budget) and `{"event": "stopped",
+"reason": "time_budget"}` when the budget ends it (shown as such, not as "264/2000").
+
 Pure summarising (`summarize`, `steps_by_resumption`) is apart from the readers of a run folder
 (`run_progress`, `save_url`, `list_checkpoints`); the CLI and the TUI reach them through
 `ControlPlane.runs`, so both print the same numbers.
@@ -10,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,12 @@ class RunProgress:
     eta_s: float | None = None
     tokens_per_sec: float | None = None  # tokens the model consumed, all ranks
     mfu: float | None = None            # model FLOPs utilisation (0..1), when the device's peak is known
+    deadline: float | None = None       # when the latest resumption's time budget ends (UNIX time)
+    budget_s: float | None = None       # that budget, seconds
+    stop_reason: str | None = None      # why training ended before max_steps ("time_budget"), if it said
+
+
+RATE_WINDOW_S = 60.0   # the ETA's rate: steps per second over the newest rows within this window
 
 
 @dataclass
@@ -80,9 +94,44 @@ def summarize(records: list[dict[str, Any]], max_steps: int | None = None) -> Ru
             out.mfu = _num(row.get("mfu"))
         if found_max and None not in (out.step, out.loss, out.throughput):
             break
-    if out.step is not None and out.max_steps and out.throughput:
-        out.eta_s = max(out.max_steps - out.step, 0) / out.throughput
+    _budget(records, out)
+    rate = step_rate(records) or out.throughput
+    if out.step is not None and out.max_steps and rate:
+        out.eta_s = max(out.max_steps - out.step, 0) / rate
     return out
+
+
+def _budget(records: list[dict[str, Any]], out: RunProgress) -> None:
+    """The latest resumption's time budget and whether it ended training (records in order)."""
+    for row in records:
+        if row.get("event") == "time_budget" and _num(row.get("seconds")) and _num(row.get("time")):
+            out.budget_s = float(row["seconds"])
+            out.deadline = float(row["time"]) + out.budget_s
+            out.stop_reason = None   # a new resumption, a new budget
+        elif row.get("event") == "stopped" and isinstance(row.get("reason"), str):
+            out.stop_reason = row["reason"]
+
+
+def step_rate(records: list[dict[str, Any]]) -> float | None:
+    """Steps per second the newest rows show over their `time` stamps (the last RATE_WINDOW_S of
+    one resumption: a step count that goes back, or a gap, is where an earlier one ended)."""
+    newest = oldest = None
+    resumption = None
+    for row in reversed(records):
+        step, t = row.get("step"), _num(row.get("time"))
+        if "event" in row or not isinstance(step, int) or t is None:
+            continue
+        if newest is None:
+            newest = oldest = (step, t)
+            resumption = row.get("resumption")
+            continue
+        if step > oldest[0] or newest[1] - t > RATE_WINDOW_S or row.get("resumption") != resumption:
+            break
+        if step < oldest[0]:   # an evaluation row repeats its step: keep the step's newest time
+            oldest = (step, t)
+    if newest is None or oldest is None or newest[1] <= oldest[1] or newest[0] <= oldest[0]:
+        return None
+    return (newest[0] - oldest[0]) / (newest[1] - oldest[1])
 
 
 def _config_json(run_dir: Path) -> Any:
@@ -102,11 +151,16 @@ def resolved_config(run_dir: Path, run: RunInfo) -> dict[str, Any]:
     return run.spec if config is None else config
 
 
-def run_progress(run_dir: Path, run: RunInfo, records: list[dict[str, Any]]) -> RunProgress:
-    """Progress from the run's metrics `records`; no ETA once the run is not active."""
+def run_progress(run_dir: Path, run: RunInfo, records: list[dict[str, Any]],
+                 now: float | None = None) -> RunProgress:
+    """Progress from the run's metrics `records`; no ETA once the run is not active, and never
+    one past the time budget."""
     progress = summarize(records, max_steps_of(run.spec, _config_json(run_dir)))
     if run.status not in ("pending", "running", "stopping"):
         progress.eta_s = None
+    elif progress.deadline is not None:
+        left = max(progress.deadline - (time.time() if now is None else now), 0.0)
+        progress.eta_s = left if progress.eta_s is None else min(progress.eta_s, left)
     return progress
 
 

@@ -43,6 +43,23 @@ def step_of(step: int | None, max_steps: int | None) -> str:
     return f"{step}/{max_steps}" if max_steps else str(step)
 
 
+def steps(progress, active: bool) -> str:
+    """The step column: `264/2000`, or `264 (time budget)` for a run its time budget ended (which
+    is done, not 13% of the way)."""
+    if progress.stop_reason == "time_budget" and not active and progress.step is not None:
+        return f"{progress.step} (time budget)"
+    return step_of(progress.step, progress.max_steps)
+
+
+def steps_long(progress, active: bool) -> str:
+    """The run header's words for the same: why it stopped where it did."""
+    if progress.stop_reason == "time_budget" and not active and progress.step is not None:
+        budget = f"{duration(progress.budget_s)} " if progress.budget_s else ""
+        of = f" of {progress.max_steps}" if progress.max_steps else ""
+        return f"{progress.step}{of}, stopped at its {budget}time budget"
+    return step_of(progress.step, progress.max_steps)
+
+
 STATUS_STYLE = {
     "running": "bold green", "pending": "yellow", "stopping": "yellow", "paused": "cyan",
     "completed": "blue", "failed": "bold red", "lost": "red", "stopped": "magenta",

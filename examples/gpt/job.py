@@ -24,17 +24,32 @@ class TimeBudget:
     the loggers that show an ETA, so the log never promises more time than the budget leaves."""
 
     def __init__(self, seconds: float):
-        self.seconds, self.start = seconds, 0.0
+        self.seconds, self.start, self.spent = seconds, 0.0, False
 
     def fit_start(self, trainer) -> None:
-        self.start = time.monotonic()
+        self.start, self.spent = time.monotonic(), False
         for logger in trainer.loggers:
             if hasattr(logger, "set_time_budget"):  # the console's progress lines (trainer/loggers.py)
                 logger.set_time_budget(self.seconds)
+        # for `foundry get runs`, `describe run` and the TUI: an ETA within the budget (run_views.py)
+        self._record(trainer, {"event": "time_budget", "seconds": self.seconds})
 
     def batch_end(self, trainer) -> None:
         if time.monotonic() - self.start >= self.seconds:
+            if not self.spent:
+                # ...and once it is spent, "stopped at its time budget" rather than "264/2000"
+                self._record(trainer, {"event": "stopped", "reason": "time_budget", "seconds": self.seconds})
+            self.spent = True
             trainer.stop()
+
+    @staticmethod
+    def _record(trainer, event: dict) -> None:
+        from foundry.trainer.loggers import JSONLinesLogger
+
+        event["resumption"] = trainer.env.resumption_index
+        for logger in trainer.loggers:
+            if isinstance(logger, JSONLinesLogger):   # metrics.jsonl only (rank 0 has the loggers)
+                logger.log_metrics(event, trainer.timestamp.batch)
 
 
 def main() -> None:

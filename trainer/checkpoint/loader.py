@@ -10,6 +10,7 @@ on load. Every file is loaded with weights_only=True (see safe.py).
 from __future__ import annotations
 
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ def restore(manifest: Manifest, folder: Path, model, optimizers: list, rank: int
     apply_model_optim_state(model, [] if weights_only else optimizers, state, full=full)
     extra = load_file(folder / "extra.pt", f"{where} (extra.pt)")
     if manifest.world_size != world_size:
-        warnings.warn(f"checkpoint {manifest.name} was written by {manifest.world_size} rank(s), loading on "
-                      f"{world_size}: RNG streams are reassigned, data continues from the global position",
-                      stacklevel=2)
+        # expected (the headline feature), so one plain line from rank 0, not a UserWarning with
+        # this file's path and source line in every rank's log
+        if rank == 0:
+            sys.stderr.write(f"foundry: checkpoint {manifest.name} was written by {manifest.world_size} "
+                             f"process(es), resuming on {world_size}: data continues from the same "
+                             "global sample, random streams are reassigned\n")
     return extra
 
 

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from foundry.app.control import egress_cost_line, egress_rows, steps_by_resumption
+from foundry.app.control import ACTIVE_STATUSES, egress_cost_line, egress_rows, steps_by_resumption
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
@@ -129,7 +129,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         self.status = run.status
         summary = Text.assemble(
             (run.name, "bold"), "  ", status_text(run.status), f"  on {run.cluster} ({run.devices} dev, "
-            f"{run.nodes} node)  step {fmt.step_of(progress.step, progress.max_steps)}  loss "
+            f"{run.nodes} node)  step {fmt.steps_long(progress, run.status in ACTIVE_STATUSES)}  loss "
             f"{fmt.number(progress.loss)}  {fmt.number(progress.throughput, 3)} ba/s  "
             + (f"MFU {progress.mfu:.1%}  " if progress.mfu is not None else "") + "ETA "
             f"{fmt.duration(progress.eta_s)}  retries {run.retries_used}/{run.max_retries}  age "

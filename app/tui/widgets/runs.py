@@ -9,6 +9,8 @@ from rich.text import Text
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from foundry.app.control import ACTIVE_STATUSES
+
 from .. import format as fmt
 from .tables import LiveTable, Row
 
@@ -22,7 +24,7 @@ def status_text(status: str) -> Text:
 
 def run_row(run, progress, now: float) -> Row:
     return (run.name, [run.name, run.cluster, status_text(run.status), str(len(run.resumptions)),
-                       fmt.step_of(progress.step, progress.max_steps), fmt.number(progress.loss),
+                       fmt.steps(progress, run.status in ACTIVE_STATUSES), fmt.number(progress.loss),
                        fmt.number(progress.throughput, 3), fmt.duration(progress.eta_s),
                        fmt.age(run.created_at, now)])
 
