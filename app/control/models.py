@@ -16,7 +16,9 @@ class _Dict:
 
 
 # Run statuses, from the latest resumption's JobState plus the control plane's own intents.
-ACTIVE_STATUSES = ("pending", "running", "stopping")
+# "unknown" is a run status only (its latest resumption keeps its last observed state): the provider
+# cannot be asked now, and nothing is relaunched or killed on a guess (reconcile.py).
+ACTIVE_STATUSES = ("pending", "running", "stopping", "unknown")
 TERMINAL_STATUSES = ("paused", "completed", "failed", "lost", "stopped")
 RESUMABLE_STATUSES = ("paused", "stopped", "failed", "lost")   # what resume (and move) accept
 
@@ -38,6 +40,8 @@ class Resumption(_Dict):
     exit_reason: str | None = None
     resumed_from: str | None = None   # checkpoint the trainer resumed from, when known
     cause: str = "create"             # create | resume | retry
+    unknown_since: float | None = None   # since when its provider cannot be observed (None: it can)
+    unknown_reason: str | None = None    # why: the status call's error
 
 
 @dataclass

@@ -1,5 +1,9 @@
 """The watchdog step: refresh active resumptions from their providers; relaunch lost runs.
 
+A status call that fails (timeout, API error, frozen controller) is no evidence: the run shows
+`unknown` with the reason and since when, and nothing is relaunched or killed, unless the job's own
+heartbeat has been silent past its deadline as well (then it is lost; plugins/heartbeat.py).
+
 A resumption whose job died of a system failure (JobState.LOST: killed, node lost, preempted) is
 relaunched as a new resumption (cause "retry") while the run has retries left
 (scheduling.max_retries); the trainer's autoresume continues from the latest checkpoint. A job that
@@ -15,6 +19,8 @@ import time
 
 from foundry.plugins.compute import JobHandle, JobState
 from foundry.plugins.errors import FoundryError
+from foundry.plugins.heartbeat import deadline_s as heartbeat_deadline_s
+from foundry.plugins.heartbeat import last_beat
 from foundry.plugins.manager import notify_run_event
 
 from foundry.app.runspec import parse_spec
@@ -36,6 +42,7 @@ log = logging.getLogger("foundry.control")
 class Watchdog:
     def __init__(self, paths: FoundryPaths, registry: Registry, clusters: Clusters, launcher: Launcher):
         self.paths, self.registry, self.clusters, self.launcher = paths, registry, clusters, launcher
+        self.heartbeat_deadline = heartbeat_deadline_s()
 
     def step(self, name: str | None = None) -> list[str]:
         """One pass over the active runs (or the run `name`); one line per action taken."""
@@ -75,10 +82,13 @@ class Watchdog:
             provider = self.clusters.provider(res.cluster)
             status = provider.status(JobHandle(**handle_data))
         except FoundryError as exc:
-            log.warning("cannot observe %s: %s", run.name, exc.message)
-            return actions
+            return actions + self._unobservable(run, res, exc.message)
+        if status.state is JobState.UNKNOWN:
+            return actions + self._unobservable(run, res, status.reason or "the provider reports an unknown state")
+        if res.unknown_since is not None and self.registry.mark_observed(run.id, res.index, res.state):
+            actions.append(f"{run.name}: observed again after {time.time() - res.unknown_since:.0f}s")
         state = status.state.value
-        if state == res.state or state == JobState.UNKNOWN.value:
+        if state == res.state:
             return actions
         if not status.state.terminal:
             if res.state == "stopping":
@@ -110,6 +120,33 @@ class Watchdog:
         if state == JobState.LOST.value and run.retries_used < run.max_retries:
             actions += filter(None, [self._retry(run, res)])
         return actions
+
+    def _unobservable(self, run: RunInfo, res: Resumption, reason: str) -> list[str]:
+        """The provider cannot say what the job does (a timeout, an API error, a frozen controller).
+        No evidence, no action: the run shows `unknown` with the reason and since when. Lost only
+        when the job's own heartbeat (plugins/heartbeat.py) has also been silent past the deadline,
+        for at least the deadline of unreachability: a job that never beat stays unknown."""
+        now = time.time()
+        beat = last_beat(self.paths.run_dir(run.name), res.index)
+        since = res.unknown_since or now
+        if (res.state != "pending" and beat is not None and now - beat > self.heartbeat_deadline
+                and now - since >= self.heartbeat_deadline):
+            why = (f"no heartbeat for {now - beat:.0f}s and the provider unreachable for {now - since:.0f}s "
+                   f"({reason})")
+            details = {"resumption": res.index, "cluster": res.cluster, "reason": why}
+            if not self.registry.transition(run.id, res.index, res.state, "lost", "lost", details,
+                                            ended_at=now, exit_reason=why):
+                return []
+            notify_run_event(run.name, "lost", details)
+            actions = [f"{run.name}: resumption {res.index} lost ({why})"]
+            if run.retries_used < run.max_retries:
+                actions += filter(None, [self._retry(run, res)])
+            return actions
+        log.warning("cannot observe %s: %s", run.name, reason)
+        if self.registry.mark_unknown(run.id, res.index, res.state, reason):
+            notify_run_event(run.name, "unknown", {"resumption": res.index, "reason": reason})
+            return [f"{run.name}: unknown ({reason})"]
+        return []
 
     def _retry(self, run: RunInfo, res: Resumption) -> str | None:
         """Relaunch a lost run where it ran, with the same devices (the launcher's one path), decided

@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS resumptions (
     exit_reason TEXT,
     resumed_from TEXT,
     launch_intent TEXT,
+    unknown_since REAL,
+    unknown_reason TEXT,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -65,7 +67,7 @@ CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
 """
 
 _RES_COLS = ("idx", "cluster", "provider", "nodes", "devices", "state", "cause", "handle", "job_id",
-             "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from")
+             "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from", "unknown_since", "unknown_reason")
 
 
 class LaunchConflict(ConfigError):
@@ -99,6 +101,9 @@ class Registry:
             res_columns = {row["name"] for row in db.execute("PRAGMA table_info(resumptions)")}
             if "launch_intent" not in res_columns:
                 db.execute("ALTER TABLE resumptions ADD COLUMN launch_intent TEXT")
+            for column, kind in (("unknown_since", "REAL"), ("unknown_reason", "TEXT")):
+                if column not in res_columns:
+                    db.execute(f"ALTER TABLE resumptions ADD COLUMN {column} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -224,6 +229,8 @@ class Registry:
                    details: dict | None = None, **fields: Any) -> bool:
         """Compare-and-set a resumption's state; record the run status and an event if it moved."""
         fields["state"] = new
+        fields.setdefault("unknown_since", None)   # a transition is an observation
+        fields.setdefault("unknown_reason", None)
         sets = ", ".join(f"{k}=?" for k in fields)
         with self.write() as db:
             moved = db.execute(
@@ -235,6 +242,36 @@ class Registry:
                 if event:
                     _event(db, run_id, event, idx, details or {})
         return bool(moved)
+
+    def mark_unknown(self, run_id: str, idx: int, state: str, reason: str) -> bool:
+        """The provider cannot be observed: resumption `idx` (still `state`) keeps its state and gets
+        the reason and, the first time, since when; the run shows `unknown`. True the first time."""
+        now = time.time()
+        with self.write() as db:
+            row = db.execute("SELECT unknown_since FROM resumptions WHERE run_id=? AND idx=? AND state=?",
+                             (run_id, idx, state)).fetchone()
+            if row is None:
+                return False
+            db.execute("UPDATE resumptions SET unknown_since=COALESCE(unknown_since, ?), unknown_reason=?"
+                       " WHERE run_id=? AND idx=?", (now, reason, run_id, idx))
+            db.execute("UPDATE runs SET status='unknown', updated_at=? WHERE id=?", (now, run_id))
+            if row["unknown_since"] is None:
+                _event(db, run_id, "unknown", idx, {"resumption": idx, "reason": reason})
+            return row["unknown_since"] is None
+
+    def mark_observed(self, run_id: str, idx: int, state: str) -> bool:
+        """The provider answers again and the resumption is still `state`: the run shows it again."""
+        now = time.time()
+        with self.write() as db:
+            row = db.execute("SELECT unknown_since FROM resumptions WHERE run_id=? AND idx=? AND state=?",
+                             (run_id, idx, state)).fetchone()
+            if row is None or row["unknown_since"] is None:
+                return False
+            db.execute("UPDATE resumptions SET unknown_since=NULL, unknown_reason=NULL WHERE run_id=? AND idx=?",
+                       (run_id, idx))
+            db.execute("UPDATE runs SET status=?, updated_at=? WHERE id=?", (state, now, run_id))
+            _event(db, run_id, "observed", idx, {"resumption": idx, "unknown_for_s": round(now - row["unknown_since"], 1)})
+            return True
 
     def handle(self, run_id: str, idx: int) -> dict | None:
         with self.read() as db:
@@ -280,7 +317,8 @@ def _run_info(db: sqlite3.Connection, row: sqlite3.Row, events: bool) -> RunInfo
         Resumption(index=r["idx"], cluster=r["cluster"], provider=r["provider"], nodes=r["nodes"],
                    devices=r["devices"], state=r["state"], job_id=r["job_id"], started_at=r["started_at"],
                    ended_at=r["ended_at"], exit_code=r["exit_code"], exit_reason=r["exit_reason"],
-                   resumed_from=r["resumed_from"], cause=r["cause"])
+                   resumed_from=r["resumed_from"], cause=r["cause"], unknown_since=r["unknown_since"],
+                   unknown_reason=r["unknown_reason"])
         for r in res_rows
     ]
     evs = []

@@ -6,7 +6,8 @@ Runs COMMAND, writes its output to JOB_DIR/ranks/rank-N.log and (prefixed "[rank
 forwards SIGTERM/SIGINT to it exactly once per signal received (COMMAND runs in its own process
 group, so torchrun's killpg of this wrapper's group does not reach it twice), and writes its exit status to JOB_DIR/ranks/rank-N.exit (negative:
 killed by that signal). Both this wrapper and COMMAND die with their parent (PR_SET_PDEATHSIG), so
-killing the job's launcher never leaves orphan ranks behind.
+killing the job's launcher never leaves orphan ranks behind. While COMMAND runs, the rank's
+heartbeat file is refreshed (plugins/heartbeat.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 from foundry.plugins.atomic_files import atomic_write
+from foundry.plugins.heartbeat import Beater
 from foundry.plugins.process_identity import create_time
 
 PR_SET_PDEATHSIG = 1
@@ -61,6 +63,9 @@ def main(argv: list[str]) -> int:
     while early:
         forward(early.pop(0), None)
     atomic_write(ranks / f"rank-{rank}.pid", f"{child.pid} {create_time(child.pid)}")  # pid + start: pids are reused
+    beater = Beater.from_env(rank)   # the job's own evidence that it exists (plugins/heartbeat.py)
+    if beater:
+        beater.start()
     prefix = f"[rank {rank}] ".encode()
     with open(ranks / f"rank-{rank}.log", "ab", buffering=0) as log:
         assert child.stdout is not None
@@ -72,6 +77,8 @@ def main(argv: list[str]) -> int:
             except (BrokenPipeError, ValueError):
                 pass
     code = child.wait()
+    if beater:
+        beater.stop()
     atomic_write(ranks / f"rank-{rank}.exit", str(code))
     return code if code >= 0 else 128 - code
 

@@ -18,6 +18,7 @@ import re
 import shlex
 from pathlib import PurePosixPath
 
+from foundry.plugins import heartbeat
 from foundry.plugins.compute import PAUSED_EXIT_CODE, JobRequest
 from foundry.plugins.errors import ConfigError
 
@@ -230,6 +231,7 @@ def render_rank_wrapper(job_dir: str) -> str:
     tee ignores SIGTERM so a pausing worker can still write its output.
     """
     d = shlex.quote(job_dir)
+    HEARTBEAT_FOLDER, HEARTBEAT_INTERVAL = heartbeat.FOLDER, int(heartbeat.INTERVAL_S)  # noqa: N806
     return f"""#!/bin/bash
 # one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
 dir={d}
@@ -242,10 +244,18 @@ exec 3>&-
 # pid + its start time (/proc stat field 22): pause.sh signals this process only, never a reused pid
 echo "$node $child $(cut -d')' -f2- /proc/$child/stat 2>/dev/null | awk '{{print $20}}')" > "$dir/ranks/$RANK.pid"
 [ -e "$dir/pause_requested" ] && kill -TERM "$child" 2>/dev/null   # paused while starting
+# the job's own evidence that it exists while the worker runs (plugins/heartbeat.py), beside metrics.jsonl
+beat=""
+hb="${{FOUNDRY_RUN_DIR:-}}/{HEARTBEAT_FOLDER}/${{RESUMPTION_INDEX:-0}}-$RANK"
+if [ -n "${{FOUNDRY_RUN_DIR:-}}" ] && mkdir -p "${{hb%/*}}" 2>/dev/null; then
+  ( trap '' TERM INT; while kill -0 "$child" 2>/dev/null; do touch "$hb" 2>/dev/null; sleep {HEARTBEAT_INTERVAL}; done ) </dev/null >/dev/null 2>&1 &
+  beat=$!
+fi
 # torchrun tearing the workers down: forward, unless the worker was already asked to pause
 trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
 while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; rc=$?
+[ -n "$beat" ] && kill -KILL "$beat" 2>/dev/null   # it ignores TERM
 echo "$rc" > "$dir/ranks/$RANK.exit"
 exit "$rc"
 """
