@@ -6,7 +6,8 @@ gloo, as torchrun would start them). Rank r writes OUT.r.json: one answer per jo
 Jobs (the dataset folder in "data", keyword arguments in "kw", per-device "batch"; a mixture
 gives kw["streams"]: a list of Stream keyword arguments, each with its "remote"):
 - "epochs": two epochs through one DataLoader with "workers" workers: the ids of each, in order.
-- "stop": "stop" batches through a StreamingDataLoader, then its state_dict(): (ids, state).
+- "stop": "stop" batches through a StreamingDataLoader (after "skip" whole epochs, if given), then
+  its state_dict(): (ids, state).
 - "resume": a fresh StreamingDataLoader that loads "state" and reads the rest of the epoch.
 - "plain": `for sample in dataset` (after loading "state", if given), "limit" samples at most;
   with a limit, also the state after limit x WORLD samples (dataset.state_dict(n, True)).
@@ -73,6 +74,9 @@ for job in jobs:
         answers.append([ids_of(loader), ids_of(loader)])
     elif kind == "stop":
         loader = StreamingDataLoader(dataset(job["data"], kw, batch), batch_size=batch, num_workers=job["workers"])
+        for _ in range(job.get("skip", 0)):
+            for _ in loader:
+                pass
         head = []
         for i, b in enumerate(loader):
             head.append(b)
