@@ -18,11 +18,12 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from foundry.plugins.errors import ConfigError, DataError
+from foundry.plugins.errors import (ConfigError, DataError, DataFileExistsError, DataValueError,
+                                    config_errors_as_value_errors)
 from foundry.plugins.storage import ProgressCallback, atomic_destination
 
 from .format.compression import parse_compression
-from .format.block_digests import digests_basename
+from .format.block_digests import DATASET_BASENAME, INDEX_KEY, pack_records
 from .format.hashing import is_hash
 from .format.index import INDEX_BASENAME, dump_index, shard_basename
 from .format import shard_files
@@ -33,8 +34,9 @@ _UNITS = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 _PENDING_SHARDS = 3  # shards finishing in the background before write() waits
 # Integrity by default: readers verify every download against it, `dataset verify` reports a
 # mismatch. xxh3_64 hashes at memory speed, and mosaicml-streaming 0.13 reads and validates it.
-# hashes=[] writes none, as mosaic does by default.
+# hashes=None or [] passed explicitly writes none, as mosaic does by default.
 DEFAULT_HASHES = ("xxh3_64",)
+_DEFAULT: Any = object()  # `hashes` not passed: the default above
 
 
 def parse_size(value: int | str | None) -> int | None:
@@ -62,13 +64,14 @@ class Writer:
     format = ""
     extra_bytes_per_sample = 0
 
+    @config_errors_as_value_errors  # mosaic refuses a bad argument with ValueError
     def __init__(
         self,
         *,
         out: str | tuple[str, str],
         keep_local: bool | None = None,
         compression: str | None = None,
-        hashes: list[str] | None = None,
+        hashes: list[str] | None = _DEFAULT,
         size_limit: int | str | None = 1 << 26,
         progress: ProgressCallback | None = None,
         exist_ok: bool = False,
@@ -81,17 +84,19 @@ class Writer:
         self.compression = compression or None
         if self.compression:
             parse_compression(self.compression)
-        self.hashes = sorted(set(DEFAULT_HASHES if hashes is None else hashes))
+        self.hashes = sorted(set(DEFAULT_HASHES if hashes is _DEFAULT else hashes or ()))
         for algo in self.hashes:
             if not is_hash(algo):
                 raise ConfigError(f"unknown hash algorithm {algo!r}", hint="e.g. sha1, md5, xxh64, xxh3_64")
         self.size_limit = parse_size(size_limit)
         if self.size_limit is not None and (self.size_limit < 0 or self.size_limit >= shard_files.MAX_SHARD_BYTES):
-            raise DataError(
+            raise DataValueError(
                 f"size_limit {self.size_limit} is out of range: shards must stay below 4 GiB (uint32 offsets)",
                 hint="use a size_limit below 4gb; the default is 64mb",
             )
         self.shards: list[dict[str, Any]] = []
+        self.index: bytes | None = None  # index.json as published, once finished
+        self._digest_records: dict[int, tuple[str, bytes]] = {}  # shard position -> its block digests
         self._resolve_out(out, keep_local, exist_ok)
         self._failure: BaseException | None = None  # first failure of a background job
         self._uploader = (ShardUploader(self.store, self.local, max_workers or 4, progress, self._set_failure)
@@ -123,7 +128,8 @@ class Writer:
 
             self.store = open_store(remote)
             if self.store.exists(INDEX_BASENAME) and not exist_ok:
-                raise DataError(f"{remote} already holds a dataset (index.json)", hint="pass exist_ok=True to overwrite")
+                raise DataFileExistsError(f"{remote} already holds a dataset (index.json)",
+                                          hint="pass exist_ok=True to overwrite")
         self._temp_local = local is None
         self.local = tempfile.mkdtemp(prefix="foundry-write-") if local is None else os.path.expanduser(local)
         # A local-only dataset keeps everything; a staged (temporary) one keeps nothing.
@@ -131,7 +137,8 @@ class Writer:
         if not self._temp_local:
             if os.path.isdir(self.local) and os.listdir(self.local):
                 if not exist_ok:
-                    raise DataError(f"output directory {self.local} is not empty", hint="pass exist_ok=True to replace it")
+                    raise DataFileExistsError(f"output directory {self.local} is not empty",
+                                              hint="pass exist_ok=True to replace it")
                 shutil.rmtree(self.local)
             os.makedirs(self.local, exist_ok=True)
 
@@ -222,9 +229,9 @@ class Writer:
         try:
             self.flush_shard()
             self.shards = [job.result() for job in self._jobs]
-            index = dump_index(self.shards)
             if self._uploader is not None:
                 self._uploader.wait()
+            index = self.index = dump_index(self.shards, self._publish_digests())
             if self.keep_local or self._uploader is None:
                 with atomic_destination(os.path.join(self.local, INDEX_BASENAME)) as tmp:
                     with open(tmp, "wb") as f:
@@ -235,6 +242,20 @@ class Writer:
             self.abort()
             raise
         self._close()
+
+    def _publish_digests(self) -> dict[str, Any]:
+        """Write the shards' block digests into the dataset's one digest file (beside index.json,
+        stored before it); index.json's top-level entry that locates them, or nothing."""
+        if not self._digest_records:
+            return {}
+        data, where = pack_records([self._digest_records[k] for k in sorted(self._digest_records)])
+        if self.keep_local or self._uploader is None:
+            with atomic_destination(os.path.join(self.local, DATASET_BASENAME)) as tmp:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+        if self._uploader is not None:
+            self.store.put(DATASET_BASENAME, data)
+        return {INDEX_KEY: where}
 
     def abort(self) -> None:
         """Stop without writing index.json; pending work is cancelled, temporary files removed."""
@@ -280,6 +301,7 @@ class MDSWriter(Writer):
     format = "mds"
     extra_bytes_per_sample = 4
 
+    @config_errors_as_value_errors
     def __init__(self, *, columns: dict[str, str], out: str | tuple[str, str], **kwargs: Any):
         self.column_names, self.column_encodings, self.column_sizes = mds_columns(columns)
         self.columns = columns
@@ -297,12 +319,12 @@ class MDSWriter(Writer):
 
     def _write_files(self, position: int, body_path: str, sizes: list[int]) -> dict[str, Any]:
         basename = shard_basename(position, "mds")
-        # a checked, uncompressed shard gets its blocks' digests beside it (format.block_digests)
+        # a checked, uncompressed shard's blocks get digests, in the dataset's one file (format.block_digests)
         with_digests = not self.compression and bool(self.hashes)
-        raw = shard_files.write_mds_file(os.path.join(self.local, basename), self.config_data, sizes, body_path,
-                                         self.hashes, block_digests=with_digests)
-        if with_digests and self._uploader is not None:
-            self._uploader.submit(digests_basename(basename), delete_after=not self.keep_local)
+        raw, record = shard_files.write_mds_file(os.path.join(self.local, basename), self.config_data, sizes,
+                                                 body_path, self.hashes, block_digests=with_digests)
+        if record is not None:
+            self._digest_records[position] = (basename, record)
         raw, zipped = self._finish_file(basename, raw)
         return {"samples": len(sizes), "raw_data": raw, "zip_data": zipped}
 
@@ -332,6 +354,7 @@ class JSONWriter(_SplitWriter):
 
     format = "json"
 
+    @config_errors_as_value_errors
     def __init__(self, *, columns: dict[str, str], out: str | tuple[str, str], newline: str = "\n", **kwargs: Any):
         self.columns, self.newline = dict(columns), newline
         self.encode_sample = json_sample_encoder(self.columns, newline)  # type: ignore[method-assign]
@@ -348,6 +371,7 @@ class XSVWriter(_SplitWriter):
 
     format = "xsv"
 
+    @config_errors_as_value_errors
     def __init__(self, *, columns: dict[str, str], out: str | tuple[str, str], separator: str | None = None,
                  newline: str = "\n", **kwargs: Any):
         self.separator = separator if separator is not None else getattr(self, "separator", None)

@@ -249,7 +249,7 @@ class ShardCache:
         if self._hash_algo(dict(f.raw_hashes or {})) is not None:
             if self._without_digests:
                 return None
-            digests = ranged_reads().submit(self._block_digests, f)  # while the header is read
+            digests = ranged_reads().submit(self._block_digests, f, self.shards[i])  # while the header is read
         key = f.raw_basename
 
         def fetch(start: int, end: int) -> bytes:
@@ -264,19 +264,23 @@ class ShardCache:
         """The remote is a store across a WAN (index.json came slowly from it)."""
         return self._far_store
 
-    def _block_digests(self, f: Any) -> BlockDigests | None:
-        """The block digests stored beside f, if they describe f as index.json does."""
+    def _block_digests(self, f: Any, info: Any = None) -> BlockDigests | None:
+        """f's block digests, if they describe f as index.json does: where index.json says they are
+        (the dataset's digest file), or, for a dataset written before that, in a file beside f."""
         if self._without_digests:
             return None
+        where = getattr(info, "digests", None)
+        key, start, end = ((where[0], where[1], where[1] + where[2]) if where is not None
+                           else (digests_basename(f.raw_basename), 0, _MAX_DIGESTS_BYTES))
         try:
             # a ranged read: not in line behind the downloads (`get` waits in the store's request gate)
-            data = self.store().get_range(digests_basename(f.raw_basename), 0, _MAX_DIGESTS_BYTES)
+            data = self.store().get_range(key, start, end)
         except ObjectNotFoundError:
             self._without_digests = True  # written by mosaic, or without them: so are its other shards
             return None
         except (StorageError, OSError):
             return None
-        found = BlockDigests.parse(data) if len(data) < _MAX_DIGESTS_BYTES else None
+        found = BlockDigests.parse(data) if len(data) < _MAX_DIGESTS_BYTES or where is not None else None
         return found if found is not None and found.describes(f.raw_bytes, f.raw_hashes) else None
 
     def is_ready(self, i: int) -> bool:

@@ -1,4 +1,4 @@
-"""Digests of an uncompressed shard's fixed-size blocks, in a file beside it (`<shard>.blocks.json`).
+"""Digests of an uncompressed shard's fixed-size blocks, in one file per dataset (`index.blocks`).
 
 A cold reader of a remote shard can take its first samples from a few ranged reads instead of
 waiting for the whole file (format.ranged_reader). The shard's own hash can only be checked once
@@ -6,7 +6,15 @@ the whole file is there, so each block read early is checked against its digest 
 sample is decoded from it. The file names the whole shard's size and hashes, and is used only
 when they match index.json: a digest file left from an older shard is ignored, not trusted.
 
-mosaicml-streaming reads only index.json and the shards it names, so it ignores these files.
+Where they are: the writer puts every shard's digest record (a small JSON document) one after
+another into `index.blocks` beside index.json, and index.json's top level says where each shard's
+record is: `"foundry_block_digests": {"shard.00000.mds": ["index.blocks", offset, bytes], ...}`.
+mosaicml-streaming reads only `version` and `shards` of index.json, and only the files the shards
+name, so it ignores both (and its merge_index, which merges every `*.json` below a folder, does
+not take `index.blocks` for an index). One extra file per dataset, none per shard.
+
+Datasets written before (a `<shard>.blocks.json` beside each shard, no key in index.json) are
+still read: without the key, a reader looks for that file.
 """
 
 from __future__ import annotations
@@ -26,8 +34,35 @@ _HEX = 16  # characters of one xxh3_64 hexdigest
 SUFFIX = ".blocks.json"
 
 
+DATASET_BASENAME = "index.blocks"
+INDEX_KEY = "foundry_block_digests"
+
+
 def digests_basename(raw_basename: str) -> str:
+    """The digest file an older writer put beside the shard."""
     return raw_basename + SUFFIX
+
+
+def pack_records(records: list[tuple[str, bytes]]) -> tuple[bytes, dict[str, list]]:
+    """The dataset's digest file and index.json's map to it, from each shard's (raw basename, record)."""
+    where: dict[str, list] = {}
+    offset = 0
+    for name, record in records:
+        where[name] = [DATASET_BASENAME, offset, len(record)]
+        offset += len(record)
+    return b"".join(record for _, record in records), where
+
+
+def record_location(found: Any, raw_basename: str) -> tuple[str, int, int] | None:
+    """(file, offset, bytes) of a shard's record from index.json's map, or None (no usable entry)."""
+    entry = found.get(raw_basename) if isinstance(found, dict) else None
+    try:
+        name, offset, size = entry
+        if isinstance(name, str) and int(offset) >= 0 and int(size) > 0:
+            return name, int(offset), int(size)
+    except (TypeError, ValueError):
+        pass
+    return None
 
 
 class BlockHasher:

@@ -13,6 +13,8 @@ from typing import Any
 
 from foundry.plugins.errors import DataError, DataJSONDecodeError, DataValueError
 
+from .block_digests import INDEX_KEY, record_location
+
 INDEX_BASENAME = "index.json"
 FORMATS = ("mds", "json", "csv", "tsv", "xsv")
 SPLIT_FORMATS = ("json", "csv", "tsv", "xsv")
@@ -63,6 +65,9 @@ class ShardInfo:
     hashes: list[str] = field(default_factory=list)
     data: ShardFile | None = None
     meta: ShardFile | None = None  # split formats only
+    # where this shard's block digests are (file, offset, bytes: format.block_digests), from
+    # index.json's top level; None: look for an older writer's `<shard>.blocks.json`
+    digests: tuple[str, int, int] | None = None
 
     def __len__(self) -> int:  # as mosaic's shard readers: its samples
         return self.samples
@@ -194,12 +199,20 @@ def load_index(data: bytes | str | dict, source: str | None = None) -> list[Shar
             f"unsupported index.json version {obj.get('version')!r}",
             hint="Foundry reads version 2 (mosaicml-streaming >= 0.5); rewrite older datasets",
         )
-    return [shard_info(entry, i, source) for i, entry in enumerate(obj["shards"])]
+    infos = [shard_info(entry, i, source) for i, entry in enumerate(obj["shards"])]
+    found = obj.get(INDEX_KEY)
+    if found is not None:
+        for info in infos:
+            where = record_location(found, info.raw_basename)
+            if where is not None:
+                info.digests = (check_basename(where[0], f"{_index_name(source)} {INDEX_KEY}"), where[1], where[2])
+    return infos
 
 
-def dump_index(entries: list[dict[str, Any]]) -> bytes:
-    """index.json bytes exactly as mosaicml-streaming writes them (sorted keys, default separators)."""
-    return json.dumps({"version": 2, "shards": entries}, sort_keys=True).encode("utf-8")
+def dump_index(entries: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
+    """index.json bytes exactly as mosaicml-streaming writes them (sorted keys, default separators);
+    `extra`: more top-level keys (mosaic reads only version and shards)."""
+    return json.dumps({"version": 2, "shards": entries, **(extra or {})}, sort_keys=True).encode("utf-8")
 
 
 def shard_basename(position: int, fmt: str, extension: str | None = None) -> str:

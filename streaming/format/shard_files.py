@@ -17,7 +17,7 @@ import numpy as np
 from foundry.plugins.errors import DataError
 from foundry.plugins.storage import atomic_destination
 
-from .block_digests import BlockHasher, digests_basename
+from .block_digests import BlockHasher
 from .compression import compress_file
 from .hashing import hash_file, new_hashers
 
@@ -82,19 +82,17 @@ def _copy_plain(src, dst) -> None:
 
 
 def write_mds_file(path: str, config: bytes, sizes: list[int], body_path: str, algos: list[str],
-                   block_digests: bool = False) -> dict[str, Any]:
-    """`uint32 n, uint32 offsets[n+1], config, body` into `path`; returns {bytes, hashes}. With
-    `block_digests` and a hash to check, also `<path>.blocks.json` (format.block_digests)."""
+                   block_digests: bool = False) -> tuple[dict[str, Any], bytes | None]:
+    """`uint32 n, uint32 offsets[n+1], config, body` into `path`; returns ({bytes, hashes}, the
+    shard's block digest record with `block_digests` and a hash to check, else None: the writer
+    gathers the records into the dataset's one digest file, format.block_digests)."""
     n = len(sizes)
     start = 4 + 4 * (n + 1) + len(config)
     offsets = offsets_table(sizes, start, f"shard {os.path.basename(path)}")
     head = struct.pack("<I", n) + offsets.tobytes() + config
     blocks = BlockHasher() if block_digests and algos else None
     info = _write_with_body(path, head, body_path, algos, blocks)
-    if blocks is not None:
-        with atomic_destination(digests_basename(path)) as tmp, open(tmp, "wb") as out:
-            out.write(blocks.dump(info["bytes"], info["hashes"]))
-    return info
+    return info, (blocks.dump(info["bytes"], info["hashes"]) if blocks is not None else None)
 
 
 def write_split_files(

@@ -16,8 +16,8 @@ from typing import Any, Callable
 from foundry.plugins.errors import ConfigError, DataError
 
 from .convert_sources import Part, detect_kind, infer_columns, samples, split
-from .merge import merged_entries
-from ..format.index import INDEX_BASENAME, dump_index, load_index
+from .merge import merged_index
+from ..format.index import INDEX_BASENAME, load_index
 from ..writer import MDSWriter
 
 # progress(done, total): samples written so far and the expected total (None when unknown).
@@ -56,7 +56,8 @@ def _join(dst: str, sub: str) -> str:
     return f"{dst.rstrip('/')}/{sub}"
 
 
-def _write_part(part: Part, dst: str, columns: dict[str, str], options: dict[str, Any], counter=None) -> list[dict]:
+def _write_part(part: Part, dst: str, columns: dict[str, str], options: dict[str, Any], counter=None) -> bytes:
+    """Write one part as a whole dataset at `dst`; its index.json."""
     counter = counter if counter is not None else _counter
     pending = 0
     with MDSWriter(out=dst, columns=columns, **options) as writer:
@@ -70,7 +71,7 @@ def _write_part(part: Part, dst: str, columns: dict[str, str], options: dict[str
     if counter is not None and pending:
         with counter.get_lock():
             counter.value += pending
-    return writer.shards
+    return writer.index
 
 
 class _LocalCounter:
@@ -124,7 +125,7 @@ def convert(
         reporter.start()
     try:
         if len(parts) == 1:
-            entries = _write_part(parts[0], dst, columns, options, counter)
+            entries = [info.entry for info in load_index(_write_part(parts[0], dst, columns, options, counter))]
         else:
             entries = _convert_parallel(parts, dst, columns, options, counter, ctx)
     finally:
@@ -158,9 +159,8 @@ def _convert_parallel(parts, dst, columns, options, counter, ctx) -> list[dict]:
         futures = [pool.submit(_write_part, part, _join(dst, name), columns, options)
                    for part, name in zip(parts, names)]
         results = [f.result() for f in futures]
-    merged = merged_entries(list(zip(names, results)))
-    index = dump_index(merged)
-    load_index(index)  # what we publish must parse
+    index = merged_index(list(zip(names, results)))
+    merged = [info.entry for info in load_index(index)]  # what we publish must parse
     if is_remote:
         store.put(INDEX_BASENAME, index)
     else:

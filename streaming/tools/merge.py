@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from foundry.plugins.errors import ConfigValueError, DataFileNotFoundError, ObjectNotFoundError
 
+from ..format.block_digests import INDEX_KEY
 from ..format.index import INDEX_BASENAME, dump_index, load_index
 
 Out = str | tuple[str, str]
@@ -51,7 +52,7 @@ def merge_index_files(index_file_urls: Sequence[str | tuple[str, str]], out: Out
     for url in seen:
         source = url[0] if isinstance(url, tuple) and os.path.exists(url[0]) else url[1] if isinstance(url, tuple) else url
         parts.append((PurePosixPath(_path_of(source)).parent.name, _read(source)))
-    _publish(out, merged_entries(parts), keep_local)
+    _publish(out, merged_index(parts), keep_local)
 
 
 def merge_index_from_root(out: Out, keep_local: bool = True, download_timeout: float = 60) -> None:
@@ -68,22 +69,25 @@ def merge_index_from_root(out: Out, keep_local: bool = True, download_timeout: f
         keys = sorted(str(p.relative_to(local)).replace(os.sep, "/")
                       for p in _walk_indexes(local))
         parts = [(str(PurePosixPath(k).parent), _read(os.path.join(local, k))) for k in keys]
-    _publish(out, merged_entries(parts), keep_local)
+    _publish(out, merged_index(parts), keep_local)
 
 
-def merged_entries(parts: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
-    """The shard entries of each `(folder, index.json bytes or its shard entries)`, their file
-    names prefixed with `folder/`, in order."""
-    merged = []
+def merged_index(parts: Sequence[tuple[str, bytes]]) -> bytes:
+    """One index.json from each `(folder, its index.json)`: the shards in order, every file name
+    prefixed with `folder/`, the block digests' locations too (format.block_digests)."""
+    merged: list[dict[str, Any]] = []
+    digests: dict[str, list] = {}
     for folder, index in parts:
-        entries = [info.entry for info in load_index(index, folder)] if isinstance(index, (bytes, str)) else index
-        for entry in entries:
-            entry = dict(entry)
+        for info in load_index(index, folder):
+            entry = dict(info.entry)
             for key in ("raw_data", "zip_data", "raw_meta", "zip_meta"):
                 if entry.get(key):
                     entry[key] = dict(entry[key], basename=f"{folder}/{entry[key]['basename']}")
             merged.append(entry)
-    return merged
+            if info.digests is not None:
+                name, offset, size = info.digests
+                digests[f"{folder}/{info.raw_basename}"] = [f"{folder}/{name}", offset, size]
+    return dump_index(merged, {INDEX_KEY: digests} if digests else None)
 
 
 def _is_part_index(key: str) -> bool:
@@ -129,9 +133,7 @@ def _local_or_remote(local: str | None, remote: str, key: str) -> bytes:
     return _read(f"{remote.rstrip('/')}/{key}")
 
 
-def _publish(out: Out, entries: list[dict[str, Any]], keep_local: bool) -> None:
-    index = dump_index(entries)
-    load_index(index)  # what we publish must parse
+def _publish(out: Out, index: bytes, keep_local: bool) -> None:
     local, remote = _split_out(out)
     if remote is not None:
         from foundry.plugins.manager import open_store

@@ -18,6 +18,7 @@ import pytest
 
 from foundry.streaming.tools.convert import convert
 from foundry.streaming.format import decompress_file, dump_index, load_index, open_shard, verify_file
+from foundry.streaming.format.block_digests import DATASET_BASENAME, INDEX_KEY
 from foundry.streaming.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
 pytestmark = pytest.mark.slow
@@ -137,10 +138,15 @@ def test_same_input_gives_byte_identical_dataset(mosaic_written, tmp_path):
     theirs = base / "mosaic" / "identical"
     names = sorted(p.name for p in theirs.iterdir())
     ours = sorted(p.name for p in out.iterdir())
-    # every file mosaic writes, byte for byte, and the block digests beside each shard (format.block_digests)
-    assert [n for n in ours if n.endswith(".blocks.json")] == [n + ".blocks.json" for n in names if n.startswith("shard.")]
-    assert [n for n in ours if not n.endswith(".blocks.json")] == names
+    # every file mosaic writes, byte for byte, and one file of block digests (format.block_digests),
+    # which index.json locates at its top level (mosaic reads only version and shards)
+    assert ours == sorted(names + [DATASET_BASENAME])
     for name in names:
+        if name == "index.json":
+            index = json.loads((out / name).read_text())
+            assert set(index.pop(INDEX_KEY)) == {s["raw_data"]["basename"] for s in index["shards"]}
+            assert json.dumps(index, sort_keys=True).encode() == (theirs / name).read_bytes()
+            continue
         assert (out / name).read_bytes() == (theirs / name).read_bytes(), name
 
 

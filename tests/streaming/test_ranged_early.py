@@ -1,6 +1,8 @@
 """A cold remote shard's first samples come from ranged reads of its blocks while it downloads
 (format.ranged_reader, format.block_digests, early_reader.py), checked block by block against the
-digests the writer stores beside each shard, and compared with the downloaded file after."""
+digests the writer stores in the dataset's one digest file (`index.blocks`, located by index.json),
+and compared with the downloaded file after. Datasets written with a digest file beside each shard
+(before) are read early too."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import foundry.streaming.cache.shards as shards_module
 import foundry.streaming.early_reader as early_module
 from foundry.plugins.errors import DataError
 from foundry.streaming import MDSWriter, StreamingDataset
-from foundry.streaming.format.block_digests import BLOCK_BYTES, BlockDigests, BlockHasher, digests_basename
+from foundry.streaming.format.block_digests import (BLOCK_BYTES, DATASET_BASENAME, INDEX_KEY, BlockDigests, BlockHasher,
+                                                    digests_basename)
 from foundry.streaming.format.ranged_reader import RangedMDSReader
 
 COLUMNS = {"id": "int", "tokens": "ndarray:int32"}
@@ -36,6 +39,23 @@ def _write(out, n: int = N, version: int = 0, **kwargs) -> None:
 
 def _shards(root: Path) -> list[str]:
     return [s["raw_data"]["basename"] for s in json.loads((root / "index.json").read_text())["shards"]]
+
+
+def _records(root: Path) -> dict[str, bytes]:
+    """Each shard's digest record, where index.json says it is."""
+    where = json.loads((root / "index.json").read_text()).get(INDEX_KEY, {})
+    return {name: (root / file).read_bytes()[offset:offset + size] for name, (file, offset, size) in where.items()}
+
+
+def _as_written_before(root: Path) -> None:
+    """The layout of datasets written before the one digest file: `<shard>.blocks.json` beside each
+    shard, nothing about them in index.json."""
+    for name, record in _records(root).items():
+        (root / digests_basename(name)).write_bytes(record)
+    index = json.loads((root / "index.json").read_text())
+    del index[INDEX_KEY]
+    (root / "index.json").write_text(json.dumps(index, sort_keys=True))
+    (root / DATASET_BASENAME).unlink()
 
 
 @pytest.fixture
@@ -99,23 +119,40 @@ def test_digests_of_blocks_round_trip_whatever_the_chunks():
         assert BlockDigests.parse(bad) is None
 
 
-def test_writer_puts_digests_beside_checked_uncompressed_shards_only(tmp_path):
+def test_writer_puts_the_digests_of_checked_uncompressed_shards_in_one_file(tmp_path):
     _write(tmp_path / "plain")
     names = _shards(tmp_path / "plain")
+    records = _records(tmp_path / "plain")
+    assert sorted(records) == sorted(names)
     for name in names:
         raw = (tmp_path / "plain" / name).read_bytes()
-        digests = BlockDigests.parse((tmp_path / "plain" / digests_basename(name)).read_bytes())
+        digests = BlockDigests.parse(records[name])
         assert digests is not None and digests.file_bytes == len(raw)
         assert all(digests.matches(b, raw[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]) for b in range(len(raw) // BLOCK_BYTES))
-    _write(tmp_path / "unhashed", hashes=[])
-    _write(tmp_path / "zstd", compression="zstd")
-    assert not list((tmp_path / "unhashed").glob("*.blocks.json")) and not list((tmp_path / "zstd").glob("*.blocks.json"))
-    # uploaded with the shards
+    # one file more than mosaic writes, whatever the number of shards; none without hashes or compressed
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == sorted(["index.json", DATASET_BASENAME] + names)
+    for kwargs in (dict(hashes=[]), dict(hashes=None), dict(compression="zstd")):
+        _write(tmp_path / "other", exist_ok=True, **kwargs)
+        assert not (tmp_path / "other" / DATASET_BASENAME).exists(), kwargs
+        assert INDEX_KEY not in json.loads((tmp_path / "other" / "index.json").read_text()), kwargs
+    # uploaded with the shards, before index.json
     with MDSWriter(out=(str(tmp_path / "stage"), f"file://{tmp_path / 'store'}"), columns=COLUMNS, size_limit=2 << 20) as w:
         for i in range(N):
             w.write(_sample(i))
-    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == sorted(
-        ["index.json"] + names + [digests_basename(n) for n in names])
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == sorted(["index.json", DATASET_BASENAME] + names)
+
+
+def test_a_dataset_written_with_digests_beside_each_shard_is_read_early_too(tmp_path, logged, held_downloads):
+    release, made = held_downloads
+    _write(tmp_path / "remote")
+    _as_written_before(tmp_path / "remote")
+    it = iter(_open(logged.url(tmp_path / "remote"), tmp_path / "cache"))
+    got = [next(it) for _ in range(12)]  # every whole download is still held
+    assert made and all(r._digests is not None for r in made)
+    release.set()
+    got += list(it)
+    assert len(got) == N
+    _check(got)
 
 
 def test_first_samples_come_from_ranged_reads_before_the_download(tmp_path, logged, held_downloads):
@@ -131,7 +168,7 @@ def test_first_samples_come_from_ranged_reads_before_the_download(tmp_path, logg
     assert _ids(got) == _ids(expected)
     _check(got)
     assert all((tmp_path / "cache" / name).exists() for name in _shards(tmp_path / "remote"))
-    assert not list((tmp_path / "cache").glob("*.blocks.json"))  # read into memory, never cached
+    assert not (tmp_path / "cache" / DATASET_BASENAME).exists()  # read into memory, never cached
 
 
 def test_the_next_samples_are_fetched_together(tmp_path, logged, held_downloads):
@@ -227,8 +264,8 @@ def test_digests_of_another_version_are_not_used(tmp_path, logged, held_download
     release, made = held_downloads
     _write(tmp_path / "remote")
     _write(tmp_path / "older", version=1)
-    for name in _shards(tmp_path / "remote"):  # same sizes, other bytes: digests of the older shards
-        (tmp_path / "remote" / digests_basename(name)).write_bytes((tmp_path / "older" / digests_basename(name)).read_bytes())
+    # same sizes, other bytes: the digests of the older shards, in the same places
+    (tmp_path / "remote" / DATASET_BASENAME).write_bytes((tmp_path / "older" / DATASET_BASENAME).read_bytes())
     _read_only_once_downloaded(tmp_path, logged, release)
 
 
@@ -263,8 +300,15 @@ def test_checked_shards_without_digests_wait_for_the_download(tmp_path, logged, 
     """A dataset written by mosaicml-streaming with hashes (or by an older Foundry) has no digests."""
     release, made = held_downloads
     _write(tmp_path / "remote")
-    for p in (tmp_path / "remote").glob("*.blocks.json"):
-        p.unlink()
+    (tmp_path / "remote" / DATASET_BASENAME).unlink()  # index.json names a digest file that is gone
+    _read_only_once_downloaded(tmp_path, logged, release)
+    index = json.loads((tmp_path / "remote" / "index.json").read_text())
+    del index[INDEX_KEY]  # and one that names none (mosaic's writer)
+    (tmp_path / "remote" / "index.json").write_text(json.dumps(index, sort_keys=True))
+    release.clear()
+    import shutil
+
+    shutil.rmtree(tmp_path / "cache")
     _read_only_once_downloaded(tmp_path, logged, release)
 
 

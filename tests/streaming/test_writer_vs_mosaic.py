@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from foundry.streaming.format.block_digests import DATASET_BASENAME, INDEX_KEY
 from foundry.streaming.writer import JSONWriter, MDSWriter
 
 pytestmark = pytest.mark.slow
@@ -59,10 +60,11 @@ def _files(root: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_size) for p in sorted(root.iterdir())}
 
 
-def _foundry_write(out: Path, compression, hashes=None) -> None:
+def _foundry_write(out: Path, compression, **hashes) -> None:
+    """`hashes=` only when given: not passing it is Foundry's default (xxh3_64)."""
     scope: dict = {}
     exec(SAMPLES, scope)
-    with MDSWriter(out=str(out), columns=COLUMNS, compression=compression, hashes=hashes, size_limit=1 << 16) as w:
+    with MDSWriter(out=str(out), columns=COLUMNS, compression=compression, size_limit=1 << 16, **hashes) as w:
         for s in scope["samples"]():
             w.write(s)
 
@@ -79,32 +81,42 @@ def umask_022():
 def test_files_modes_index_and_bytes_match_mosaic(mosaic_peer, tmp_path, umask_022):
     for c in COMPRESSIONS:
         _foundry_write(tmp_path / f"foundry-{c}-default", c)
-        _foundry_write(tmp_path / f"foundry-{c}-xxh3_64", c, ["xxh3_64"])
+        _foundry_write(tmp_path / f"foundry-{c}-xxh3_64", c, hashes=["xxh3_64"])
+        _foundry_write(tmp_path / f"foundry-{c}-none", c, hashes=None)  # passed: none, as mosaic's default
     counts = json.loads(mosaic_peer(MOSAIC, SAMPLES, str(tmp_path), json.dumps(COLUMNS), json.dumps(COMPRESSIONS)))
     for c in COMPRESSIONS:
         ours, theirs = tmp_path / f"foundry-{c}-default", tmp_path / f"mosaic-{c}-nohash"
         mine, peer = _files(ours), _files(theirs)
         assert {m for m, _ in mine.values()} == {0o644} == {m for m, _ in peer.values()}, c
-        # plus the block digests beside each checked uncompressed shard (format.block_digests), which
-        # mosaic ignores: it reads this dataset below
-        digests = [n for n in mine if n.endswith(".blocks.json")]
-        assert digests == ([n + ".blocks.json" for n in peer if n.startswith("shard.")] if c is None else []), c
+        # plus one file of block digests for the checked uncompressed shards (format.block_digests),
+        # which mosaic ignores: it reads this dataset below
+        digests = [n for n in mine if n == DATASET_BASENAME]
+        assert digests == ([DATASET_BASENAME] if c is None else []), c
         mine = {n: v for n, v in mine.items() if n not in digests}
         assert list(mine) == list(peer), c  # same names, no raw copy beside compressed shards, no temporaries
         ours_bytes, peer_bytes = sum(s for _, s in mine.values()), sum(s for _, s in peer.values())
         assert abs(ours_bytes - peer_bytes) <= 0.03 * peer_bytes, (c, ours_bytes, peer_bytes)
         # with the same hash list the index is mosaic's, entry for entry (compressed bytes may differ
         # by the zstd/zlib build, so compare those by size only)
+        # (plus, at the top level, where the block digests are: mosaic reads only version and shards)
         a = json.loads((tmp_path / f"foundry-{c}-xxh3_64" / "index.json").read_text())
         b = json.loads((tmp_path / f"mosaic-{c}-xxh3_64" / "index.json").read_text())
+        assert (INDEX_KEY in a) == (c is None), c
+        a.pop(INDEX_KEY, None)
         for entry in a["shards"] + b["shards"]:
             if entry["zip_data"]:
                 zipped = entry["zip_data"]
                 entry["zip_data"] = {"basename": zipped["basename"], "hashes": sorted(zipped["hashes"])}
         assert a == b, c
         if c is None:
-            assert (tmp_path / "foundry-None-xxh3_64" / "index.json").read_bytes() == \
+            assert json.dumps(a, sort_keys=True).encode() == \
                 (tmp_path / "mosaic-None-xxh3_64" / "index.json").read_bytes()
+        # hashes=None: exactly mosaic's files and index.json (compressed bytes may differ by the codec build)
+        none, nohash = tmp_path / f"foundry-{c}-none", tmp_path / f"mosaic-{c}-nohash"
+        assert list(_files(none)) == list(_files(nohash)), c
+        if c is None:
+            assert _files(none) == _files(nohash)
+            assert (none / "index.json").read_bytes() == (nohash / "index.json").read_bytes()
         assert counts[ours.name] == list(range(1500)), c
     scope: dict = {}
     exec(SAMPLES, scope)
