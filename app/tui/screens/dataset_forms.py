@@ -18,6 +18,9 @@ COMPRESSIONS = [("none", ""), ("zstd", "zstd"), ("gzip", "gz"), ("bz2", "bz2")]
 
 
 class AddDatasetForm(FoundryModal[bool]):
+    """URL, name and the stored secret the dataset is read with (`foundry dataset add --secret`):
+    a private bucket needs one, and choosing it here is the whole fix (no CLI round trip)."""
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def compose(self) -> ComposeResult:
@@ -25,25 +28,51 @@ class AddDatasetForm(FoundryModal[bool]):
             yield Label("Register a dataset", classes="dialog-title")
             yield Input(placeholder="s3://bucket/path, gs://…, or a local folder", id="dataset-url")
             yield Input(placeholder="name (optional)", id="dataset-name")
+            yield Label("read with the stored secret (a private bucket needs one)", id="secret-label")
+            yield Select([], id="dataset-secret", prompt="no secret (public, or credentials in the environment)")
             yield Label("", id="form-error", classes="form-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Add", id="add", variant="primary")
 
+    def on_mount(self) -> None:
+        self.query_one("#dataset-url", Input).focus()
+        self.load_secrets()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="load secrets")
+    def load_secrets(self) -> None:
+        secrets = self.app.plane.list_secrets()
+        options = [(f"{s.name} ({s.kind})", s.name) for s in secrets]
+        self.app.call_from_thread(self.query_one("#dataset-secret", Select).set_options, options)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":
             self.dismiss(False)
             return
-        self.add(self.query_one("#dataset-url", Input).value, self.query_one("#dataset-name", Input).value.strip() or None)
+        self.submit()
+
+    def submit(self) -> None:
+        url = self.query_one("#dataset-url", Input).value.strip()
+        if not url:
+            self.query_one("#form-error", Label).update("give the dataset's URL or folder")
+            return
+        secret = self.query_one("#dataset-secret", Select).value
+        self.query_one("#form-error", Label).update("checking…")
+        self.add(url, self.query_one("#dataset-name", Input).value.strip() or None,
+                 None if secret is Select.BLANK else str(secret))
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="add dataset")
-    def add(self, url: str, name: str | None) -> None:
+    def add(self, url: str, name: str | None, secret: str | None) -> None:
         try:
-            entry = self.app.plane.datasets.add(url, name)
+            entry = self.app.plane.datasets.add(url, name, secret)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
-        self.app.call_from_thread(self.notify, f"registered dataset {entry.name}")
+        self.app.call_from_thread(self.notify, f"registered dataset {entry.name}"
+                                  + (f" (read with secret {secret})" if secret else ""))
         self.app.call_from_thread(self.dismiss, True)
 
     def action_cancel(self) -> None:
