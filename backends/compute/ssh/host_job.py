@@ -2,7 +2,8 @@
 
     python -m foundry.backends.compute.ssh.host_job JOB_DIR       (started by `remote start`)
 
-JOB_DIR/job.json says what to run (no secrets); JOB_DIR/env.json (0600) holds the job's environment.
+JOB_DIR/job.json says what to run (no secrets); JOB_DIR/env.json (0600) holds the job's environment
+and is deleted once read.
 torchrun joins the c10d rendezvous on the fleet's first host (--nnodes, --rdzv_endpoint) and starts
 this host's ranks through local_rank, which records each training process (pid + start time in
 ranks/rank-N.pid), its log (ranks/rank-N.log) and its exit status (ranks/rank-N.exit). When torchrun
@@ -85,6 +86,7 @@ def main(job_dir: Path) -> int:
     # (bash's rshd/sshd rule), which may put another python first on PATH
     env = {k: v for k, v in os.environ.items() if not k.startswith("SSH_")}
     env.update(relocated(json.loads((job_dir / "env.json").read_text()), job, job_dir))
+    (job_dir / "env.json").unlink()   # it holds secret values: on the host only until the job has them
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("OMP_NUM_THREADS", "1")

@@ -253,3 +253,25 @@ def test_host_ranks_are_named_by_their_global_rank():
     assert (state, code) == ("failed", 4) and reason == "rank 3 exited with code 4"
     assert classify_host({2: 75, 3: 75}, 2, True)[0] == "paused"
     assert classify_host({2: 0}, 2, False)[0] == "lost"   # a rank that never started: vanished
+
+
+# ---- the helper on each host (run here without ssh)
+def test_prepare_writes_the_job_folder_0700_and_its_secret_files_0600(tmp_path):
+    import base64
+
+    from foundry.backends.compute.ssh import remote
+
+    b64 = base64.b64encode
+    out = remote.prepare({"job_dir": str(tmp_path / "jobs" / "j"),
+                          "files": {"env.json": [b64(b'{"K": "v"}').decode(), 0o600],
+                                    "secrets/foundry/secrets/k/id_key": [b64(KEY).decode(), 0o600]},
+                          "lease": {"file": str(tmp_path / "leases.json"), "job_id": "ssh-1", "count": 1, "total": 2}})
+    job_dir = Path(out["job_dir"])
+    assert out["gpus"] == [0] and (job_dir.stat().st_mode & 0o777) == 0o700
+    key = job_dir / "secrets" / "foundry" / "secrets" / "k" / "id_key"
+    assert key.read_bytes() == KEY and (key.stat().st_mode & 0o777) == 0o600
+    assert (job_dir / "env.json").stat().st_mode & 0o777 == 0o600
+    assert remote.read(job_dir / "env.json", 2) == b'K": "v"}' and remote.read(job_dir / "nope", 0) == b""
+    assert remote.status(job_dir) == {"exit": None, "alive": False, "ranks": 0, "stop": False}
+    assert remote.send(job_dir, "graceful") == {"signalled": []}    # nothing started: nothing signalled
+    assert remote.status(job_dir)["stop"] is True
