@@ -176,8 +176,13 @@ class StreamingDataset(IterableDataset):
 
     @property
     def size(self) -> int:
+        """Samples in the underlying data, as mosaic's `size` (the range of `ds[i]`)."""
+        return self._layout.num_samples
+
+    @property
+    def epoch_size(self) -> int:
         """Samples one epoch takes (streams' proportion/repeat/choose, epoch_size), before the few
-        repeats canonical nodes and ranks may need."""
+        repeats canonical nodes and ranks may need: mosaic's `epoch_size` attribute."""
         return self._layout.epoch_samples
 
     def __len__(self) -> int:

@@ -32,7 +32,7 @@ def test_streams_repeat_and_choose(two):
     a, b, tmp = two
     ds = StreamingDataset(streams=[Stream(remote=str(a), local=str(tmp / "ca"), repeat=2),
                                    Stream(local=str(b), choose=10)], shuffle=True, batch_size=5)
-    assert ds.num_samples == 100 and ds.size == len(ds) == 120 + 10
+    assert ds.num_samples == ds.size == 100 and ds.epoch_size == len(ds) == 120 + 10
     order = _epoch_ids(ds, 0)  # global ids: stream a is 0..59, stream b 60..99
     assert np.array_equal(np.bincount(order[order < 60], minlength=60), np.full(60, 2))
     assert len(set(order[order >= 60].tolist())) == 10 and (order >= 60).sum() == 10
