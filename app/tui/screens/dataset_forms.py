@@ -62,7 +62,7 @@ class AddDatasetForm(FoundryModal[bool]):
         secret = self.query_one("#dataset-secret", Select).value
         self.query_one("#form-error", Label).update("checking…")
         self.add(url, self.query_one("#dataset-name", Input).value.strip() or None,
-                 None if secret is Select.BLANK else str(secret))
+                 secret if isinstance(secret, str) else None)   # not chosen: Select.NULL
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="add dataset")
     def add(self, url: str, name: str | None, secret: str | None) -> None:
