@@ -23,8 +23,8 @@ from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs lo
 from .batch_reads import WorkerBatches
 from .iterator import EpochPlan, iterate, iterate_batches
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
-                   check_batching, locate, make_layout, rank_ids, rank_length, stream_choose, stream_proportions,
-                   worker_ids)
+                   check_batching, locate, make_layout, rank_ids, rank_length, resume_warning, stream_choose,
+                   stream_proportions, worker_ids)
 from .readers import ReaderPool
 from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
@@ -387,10 +387,12 @@ class StreamingDataset(IterableDataset):
         epoch, start, _ = self._counter.position()
         consumed = int(num_samples or 0) if from_beginning else start + int(num_samples or 0)
         g = self._global_batch(topo)
+        # the stream-aware batching methods' order depends on nodes x ranks: kept to tell a resume elsewhere
+        shape = {"world_shape": [topo.num_nodes, topo.local_world_size]} if self.batching_method != "random" else {}
         return build_state(epoch, consumed, epoch_length(self._layout, self._order_config(), self._world(topo, 1)),
                            num_canonical_nodes=self._canonical_nodes(), shuffle_seed=self.shuffle_seed,
                            initial_physical_nodes=self._initial_physical_nodes or topo.num_nodes,
-                           global_batch_size=g, fingerprint=self.fingerprint)
+                           global_batch_size=g, fingerprint=self.fingerprint, **shape)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state` at the next iteration; a state that does not fit is a DataError."""
@@ -407,6 +409,13 @@ class StreamingDataset(IterableDataset):
         length = epoch_length(self._layout, self._order_config(), self._world(topo, 1))
         if length and sample >= length:
             epoch, sample = epoch + 1, 0
+        if state.get("world_shape") is not None:  # other batches on another world shape: say so (plan/batching.py)
+            note = resume_warning(self._layout, self._order_config(), state["world_shape"], self._world(topo, 1),
+                                  epoch, sample)
+            if note:
+                import warnings
+
+                warnings.warn(note, stacklevel=2)
         self._counter.resume(epoch, sample)
 
 

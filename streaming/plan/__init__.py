@@ -5,7 +5,7 @@
 # first sample. Loaded with the package instead (numpy only: the CLI may import this).
 import numpy.random  # noqa: F401
 
-from .batching import BATCHING_METHODS, check_batching
+from .batching import BATCHING_METHODS, check_batching, resume_warning
 from .epoch import (
     Layout,
     OrderConfig,
@@ -26,4 +26,5 @@ __all__ = [
     "BATCHING_METHODS", "Layout", "OrderConfig", "PARTITION_ALGOS", "SAMPLING_METHODS", "SHUFFLE_ALGOS", "WorldShape", "check_algo",
     "default_block_size", "epoch_length", "epoch_positions", "epoch_work", "interleave_ranks", "locate", "make_layout", "partition",
     "rank_ids", "rank_length", "resample", "shard_choose", "shuffle_positions", "stream_choose", "stream_proportions", "worker_ids", "check_batching",
+    "resume_warning",
 ]

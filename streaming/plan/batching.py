@@ -25,6 +25,7 @@ are mosaic's, for each shape (docs/coming-from-mosaic.md).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -189,6 +190,37 @@ def device_per_stream(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch
         nodes[node] = np.concatenate([ordered, np.full((most - len(ordered), b), -1, np.int64)])
     batches = np.stack(nodes, axis=1).reshape(-1, b)
     return _finish(batches, world, b, sample_in_epoch)
+
+
+def _global_batch_sets(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch: int, sample: int) -> np.ndarray:
+    rows = _in_order(batched_work(layout, cfg, world, epoch, sample)).reshape(-1, cfg.batch_size * world.num_ranks)
+    return np.sort(rows[(rows != -1).any(axis=1)], axis=1)
+
+
+def resume_warning(layout: Layout, cfg: OrderConfig, saved: tuple[int, int], world: WorldShape, epoch: int,
+                   sample_in_epoch: int) -> str | None:
+    """A line for a resumption on another nodes x ranks than the run that saved the state
+    (`saved`), when this method gives other global batches from there on (mosaic's order depends
+    on the world shape for per_stream and device_per_stream); None when they are the same."""
+    before = WorldShape(int(saved[0]), int(saved[1]), 1)
+    now = WorldShape(world.num_nodes, world.ranks_per_node, 1)
+    if cfg.batching_method == "random" or before == now:
+        return None
+    g = cfg.batch_size * now.num_ranks
+    if g % before.num_ranks:
+        return None  # the global batch check refuses this state
+    try:
+        same = np.array_equal(
+            _global_batch_sets(layout, replace(cfg, batch_size=g // before.num_ranks), before, epoch, sample_in_epoch),
+            _global_batch_sets(layout, cfg, now, epoch, sample_in_epoch))
+    except ConfigError:
+        return None  # this world cannot run the method at all: iteration says so
+    if same:
+        return None
+    return (f"batching_method {cfg.batching_method!r} gives other global batches on {now.num_nodes} node(s) x "
+            f"{now.ranks_per_node} rank(s) than on {before.num_nodes} x {before.ranks_per_node}, where this state was "
+            f"saved (its order depends on the world shape, as in mosaicml-streaming): resume on "
+            f"{before.num_nodes} x {before.ranks_per_node} for the same batches")
 
 
 def batched_work(layout: Layout, cfg: OrderConfig, world: WorldShape, epoch: int, sample_in_epoch: int) -> np.ndarray:

@@ -4,13 +4,18 @@ Their sample order against the real mosaicml-streaming is in test_batching_mosai
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from foundry.plugins.errors import ConfigError
 from foundry.streaming import Stream, StreamingDataLoader, StreamingDataset
 from foundry.streaming.plan import OrderConfig, WorldShape, epoch_work, make_layout, stream_proportions
-from foundry.streaming.plan.batching import stratified_portions
+from foundry.streaming.plan.batching import resume_warning, stratified_portions
+
+# the streams' shuffle blocks are shuffle_block_size x their proportion: smaller than these shards
+pytestmark = pytest.mark.filterwarnings("ignore:shuffle_block_size is smaller")
 
 # stream 0: ids 0..119 (3 shards), stream 1: ids 120..179 (2 shards)
 SHARDS = [[40, 40, 40], [30, 30]]
@@ -121,9 +126,9 @@ def test_refusals_are_one_clear_line(make_dataset):
 def mixed(make_dataset, tmp_path):
     a, b = make_dataset(90, 10, name="a"), make_dataset(50, 10, name="b")  # global ids: a 0..89, b 90..139
 
-    def make(method):
+    def make(method, batch=4):
         streams = [Stream(remote=str(a), local=str(tmp_path / "ca"), repeat=1.5), Stream(local=str(b), choose=40)]
-        return StreamingDataset(streams=streams, shuffle=True, batch_size=4, batching_method=method,
+        return StreamingDataset(streams=streams, shuffle=True, batch_size=batch, batching_method=method,
                                 shuffle_block_size=30)
 
     return make
@@ -154,3 +159,32 @@ def test_a_mixed_dataset_reads_its_plan_and_resumes_exactly(mixed, method, sampl
     again = StreamingDataLoader(mixed(method), batch_size=4, num_workers=workers)
     again.load_state_dict(loader.state_dict())
     assert np.array_equal(np.stack(head + _ids(again)), np.stack(full))
+
+
+def test_resume_warning_names_the_shape_that_keeps_the_batches():
+    cfg = _cfg("device_per_stream", 2, num_canonical_nodes=2)
+    note = resume_warning(_layout(), cfg, (1, 2), WorldShape(1, 4, 2), 1, 16)
+    assert note is not None and "\n" not in note
+    assert "on 1 node(s) x 4 rank(s) than on 1 x 2" in note and "resume on 1 x 2" in note
+    assert resume_warning(_layout(), cfg, (1, 4), WorldShape(1, 4, 2), 1, 16) is None  # workers do not matter
+    even = make_layout([[32, 32], [16, 16]], [64, 32])
+    for method in ("per_stream", "stratified"):  # the same global batches: nothing to say
+        assert resume_warning(even, _cfg(method, 2, num_canonical_nodes=2), (2, 1), WorldShape(1, 4, 1), 0, 8) is None
+    assert resume_warning(_layout(), _cfg("random", 2), (1, 2), WorldShape(1, 4, 1), 0, 8) is None
+
+
+def test_a_state_resumed_on_another_shape_warns_when_the_batches_differ(mixed, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    ds = mixed("device_per_stream")
+    next(iter(ds))
+    state = ds.state_dict(16)
+    assert state["world_shape"] == [1, 2]
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.warns(UserWarning, match="device_per_stream.*resume on 1 x 2"):
+        mixed("device_per_stream", batch=2).load_state_dict(state)  # the same global batch, 4 ranks
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mixed("device_per_stream").load_state_dict(state)  # the same shape: nothing to say
+    assert not [w for w in seen if "batching_method" in str(w.message)]
