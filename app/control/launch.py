@@ -50,6 +50,32 @@ def placement_for(spec: RunSpec, cluster: str | None = None, gpus: int | None = 
     return Placement(cluster or spec.compute.cluster or "local", nodes, devices, spec.compute.gpu_type)
 
 
+def placements_for(spec: RunSpec) -> list[Placement]:
+    """The run's placements in order of preference: `compute`, then each `failover` entry."""
+    first = placement_for(spec)
+    rest = [Placement(c.cluster or "local", c.nodes, c.devices, c.gpu_type) for c in spec.failover]
+    return [first, *rest]
+
+
+USABLE_NODE_STATES = ("idle", "mixed", "allocated", "completing")   # up: can run a job now or soon
+
+
+def check_available(place: Placement, desc: dict[str, Any] | None) -> None:
+    """Refuse a cluster that cannot take the placement *now* (the watchdog's failover choice): it
+    cannot be asked (describe failed), or fewer of its nodes are up than the placement needs."""
+    from foundry.plugins.errors import ProviderError
+
+    if desc is None:
+        raise ProviderError(f"cluster {place.cluster!r} cannot be reached now")
+    nodes = desc.get("node_list")
+    if isinstance(nodes, list) and nodes:
+        up = sum(1 for n in nodes if str(n.get("state", "")).split("+")[0].lower() in USABLE_NODE_STATES)
+        if up < place.nodes:
+            raise ProviderError(f"cluster {place.cluster!r} has {up} node(s) up now; the run needs {place.nodes}")
+    elif str(desc.get("state", "ready")) not in ("ready", ""):
+        raise ProviderError(f"cluster {place.cluster!r} is {desc.get('state')} now")
+
+
 CPU_OVERSUBSCRIPTION = 8     # CPU processes per core a CPU-only node may be asked to run
 MIN_CPU_PROCESSES = 16
 

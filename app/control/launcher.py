@@ -21,8 +21,9 @@ from foundry.app.runspec import RunSpec
 
 from .clusters import Clusters
 from .config import FoundryPaths
-from .launch import Placement, build_request, check_capacity, check_support, describe_cluster, wants_gpus
-from .launch_intent import (handle_record, launcher_alive, launching_intent, planning_intent,
+from .launch import (Placement, build_request, check_available, check_capacity, check_support, describe_cluster,
+                     wants_gpus)
+from .launch_intent import (RELAUNCH_CAUSES, handle_record, launcher_alive, launching_intent, planning_intent,
                             reclaim_after_error)
 from .models import Resumption, RunInfo
 from .registry import Registry
@@ -44,10 +45,13 @@ class Launcher:
         self.paths, self.registry, self.clusters, self.secrets = paths, registry, clusters, secrets
 
     def plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement,
-             submit_dir: str | None = None) -> Planned:
-        """The provider's dry run for this placement; ConfigError when the cluster cannot honour it."""
+             submit_dir: str | None = None, now: bool = False) -> Planned:
+        """The provider's dry run for this placement; ConfigError when the cluster cannot honour it
+        (with `now`, ProviderError also when it cannot take it now: unreachable, nodes down)."""
         provider = self.clusters.provider(place.cluster)
         desc = describe_cluster(provider)  # once: capacity and the GPU decision read the same answer
+        if now:
+            check_available(place, desc)
         check_capacity(provider, place, desc)
         check_support(provider, place, spec)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
@@ -55,15 +59,16 @@ class Launcher:
         request.extra["submit_dir"] = submit_dir or os.getcwd()
         return Planned(provider, provider.dryrun(request))
 
-    def resumption_fields(self, place: Placement, cause: str) -> dict[str, Any]:
-        """A new resumption row (Registry.add_resumption's keywords), born with its planning intent."""
+    def resumption_fields(self, place: Placement, cause: str, placed_because: str | None = None) -> dict[str, Any]:
+        """A new resumption row (Registry.add_resumption's keywords), born with its planning intent;
+        the watchdog's relaunches (retry, failover) count against max_retries."""
         return dict(cluster=place.cluster, provider=self.clusters.config(place.cluster)["provider"],
-                    nodes=place.nodes, devices=place.devices, cause=cause, retry=cause == "retry",
-                    launch_intent=planning_intent())
+                    nodes=place.nodes, devices=place.devices, cause=cause, retry=cause in RELAUNCH_CAUSES,
+                    launch_intent=planning_intent(), placed_because=placed_because)
 
     def launch(self, spec: RunSpec, run_id: str, place: Placement, cause: str, *, idx: int | None = None,
                planned: Planned | None = None, after: Resumption | None = None,
-               states: tuple[str, ...] = ()) -> int:
+               states: tuple[str, ...] = (), placed_because: str | None = None) -> int:
         """Start resumption `idx` (recorded with the run by create), or a new one decided on `after`:
         it is recorded only if `after` is still the run's latest resumption and in one of `states`
         (one registry transaction; LaunchConflict otherwise), so no two launchers start the same run."""
@@ -71,7 +76,7 @@ class Launcher:
             if after is None:
                 raise ValueError("a new resumption is decided on the latest one (after=)")
             idx = self.registry.add_resumption(run_id, after=after.index, states=states,
-                                               **self.resumption_fields(place, cause))
+                                               **self.resumption_fields(place, cause, placed_because))
         details = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes}
         provider, intent = None, None
         try:
@@ -90,10 +95,13 @@ class Launcher:
             handle = reclaim_after_error(provider, intent)
             if handle is None:
                 message = exc.message if isinstance(exc, FoundryError) else f"{type(exc).__name__}: {exc}"
-                self.registry.transition(run_id, idx, "pending", "failed", "failed",
+                # the watchdog's own relaunch that a cluster refused is a system failure: lost, so the
+                # next pass tries again (the failover order); a person's launch failed and says why
+                state = "lost" if cause in RELAUNCH_CAUSES else "failed"
+                self.registry.transition(run_id, idx, "pending", state, state,
                                          {**details, "reason": message}, ended_at=time.time(),
                                          exit_reason=f"launch failed: {message}")
-                notify_run_event(spec.name, "failed", {**details, "reason": message})
+                notify_run_event(spec.name, state, {**details, "reason": message})
                 if isinstance(exc, FoundryError):
                     raise
                 raise ProviderError(f"cluster {place.cluster!r} could not launch run {spec.name!r}: {exc}") from exc

@@ -39,9 +39,10 @@ class Resumption(_Dict):
     exit_code: int | None = None
     exit_reason: str | None = None
     resumed_from: str | None = None   # checkpoint the trainer resumed from, when known
-    cause: str = "create"             # create | resume | retry
+    cause: str = "create"             # create | resume | retry (same cluster) | failover (another one)
     unknown_since: float | None = None   # since when its provider cannot be observed (None: it can)
     unknown_reason: str | None = None    # why: the status call's error
+    placed_because: str | None = None    # a watchdog relaunch: why this placement (failover order, refusals)
 
 
 @dataclass

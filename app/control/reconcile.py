@@ -28,7 +28,7 @@ from foundry.app.runspec import parse_spec
 from .clusters import Clusters
 from .config import FoundryPaths
 from .failure_reason import failure_reason
-from .launch import placement_for
+from .launch import placement_for, placements_for
 from .launch_intent import resolve as resolve_launch
 from .launcher import Launcher
 from .metrics_log import read_metrics
@@ -149,21 +149,45 @@ class Watchdog:
         return []
 
     def _retry(self, run: RunInfo, res: Resumption) -> str | None:
-        """Relaunch a lost run where it ran, with the same devices (the launcher's one path), decided
-        on the lost resumption `res`: None when another launcher relaunched it first."""
+        """Relaunch a lost run (the launcher's one path), decided on the lost resumption `res`: None
+        when another launcher relaunched it first.
+
+        Without a failover list: where it ran, with the same devices. With one (`compute:` as a list),
+        on the first placement, in the spec's order, that can take it now (reachable, enough nodes
+        up, the plan accepted), with that placement's device count: the trainer keeps the global
+        batch and the data order. Nothing can: the run stays lost and the next pass asks again."""
         spec = parse_spec(run.spec)
-        place = placement_for(spec, res.cluster, res.devices, res.nodes)
-        try:
-            idx = self.launcher.launch(spec, run.id, place, cause="retry", after=res, states=(JobState.LOST.value,))
-        except LaunchConflict:
-            return None
-        except FoundryError as exc:
-            return f"{run.name}: retry failed: {exc.message}"
-        retry = {"resumption": idx, "cluster": res.cluster,
-                 "attempt": run.retries_used + 1, "max_retries": run.max_retries}
-        self.registry.add_event(run.id, "retried", idx, retry)
-        notify_run_event(run.name, "retried", retry)
-        return f"{run.name}: retried as resumption {idx}"
+        if spec.failover:
+            choices = placements_for(spec)
+        else:
+            choices = [placement_for(spec, res.cluster, res.devices, res.nodes)]
+        refused: list[str] = []
+        for n, place in enumerate(choices, 1):
+            try:
+                planned = self.launcher.plan(spec, run.id, res.index + 1, place, run.submit_dir, now=bool(spec.failover))
+            except FoundryError as exc:
+                refused.append(f"{place.cluster}: {exc.message}")
+                continue
+            cause = "retry" if place.cluster == res.cluster else "failover"
+            why = (f"placement {n} of {len(choices)} ({place.cluster}, {place.nodes} node(s), {place.devices} "
+                   f"device(s)) after resumption {res.index} was lost on {res.cluster}")
+            if refused:
+                why += "; refused: " + "; ".join(refused)
+            try:
+                # planned for index res.index + 1, which the compare-and-set gives it or refuses
+                idx = self.launcher.launch(spec, run.id, place, cause=cause, after=res,
+                                           states=(JobState.LOST.value,), planned=planned, placed_because=why)
+            except LaunchConflict:
+                return None
+            except FoundryError as exc:
+                return f"{run.name}: retry failed: {exc.message}"
+            retry = {"resumption": idx, "cluster": place.cluster, "devices": place.devices, "nodes": place.nodes,
+                     "attempt": run.retries_used + 1, "max_retries": run.max_retries, "why": why}
+            self.registry.add_event(run.id, "retried" if cause == "retry" else "failover", idx, retry)
+            notify_run_event(run.name, "retried", retry)
+            verb = "retried" if cause == "retry" else f"failed over to {place.cluster}"
+            return f"{run.name}: {verb} as resumption {idx}"
+        return f"{run.name}: no placement can take it now ({'; '.join(refused)}); it stays lost until one can"
 
     def _record_resumed_from(self, run: RunInfo, idx: int) -> None:
         """The checkpoint the trainer resumed from: its structured `resumed` record in metrics.jsonl."""

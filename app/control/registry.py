@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS resumptions (
     launch_intent TEXT,
     unknown_since REAL,
     unknown_reason TEXT,
+    placed_because TEXT,
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -67,7 +68,8 @@ CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
 """
 
 _RES_COLS = ("idx", "cluster", "provider", "nodes", "devices", "state", "cause", "handle", "job_id",
-             "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from", "unknown_since", "unknown_reason")
+             "started_at", "ended_at", "exit_code", "exit_reason", "resumed_from", "unknown_since", "unknown_reason",
+             "placed_because")
 
 
 class LaunchConflict(ConfigError):
@@ -101,7 +103,7 @@ class Registry:
             res_columns = {row["name"] for row in db.execute("PRAGMA table_info(resumptions)")}
             if "launch_intent" not in res_columns:
                 db.execute("ALTER TABLE resumptions ADD COLUMN launch_intent TEXT")
-            for column, kind in (("unknown_since", "REAL"), ("unknown_reason", "TEXT")):
+            for column, kind in (("unknown_since", "REAL"), ("unknown_reason", "TEXT"), ("placed_because", "TEXT")):
                 if column not in res_columns:
                     db.execute(f"ALTER TABLE resumptions ADD COLUMN {column} {kind}")
 
@@ -291,14 +293,14 @@ class Registry:
 
 def _insert_resumption(db: sqlite3.Connection, run_id: str, *, cluster: str, provider: str, nodes: int,
                        devices: int, cause: str, resumed_from: str | None = None, retry: bool = False,
-                       launch_intent: dict | None = None) -> int:
+                       launch_intent: dict | None = None, placed_because: str | None = None) -> int:
     idx = db.execute("SELECT COALESCE(MAX(idx), -1) + 1 AS n FROM resumptions WHERE run_id=?",
                      (run_id,)).fetchone()["n"]
     db.execute(
         "INSERT INTO resumptions (run_id, idx, cluster, provider, nodes, devices, state, cause,"
-        " started_at, resumed_from, launch_intent) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        " started_at, resumed_from, launch_intent, placed_because) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
         (run_id, idx, cluster, provider, nodes, devices, cause, time.time(), resumed_from,
-         json.dumps(launch_intent) if launch_intent is not None else None),
+         json.dumps(launch_intent) if launch_intent is not None else None, placed_because),
     )
     db.execute("UPDATE runs SET status='pending', updated_at=?, retries_used=retries_used+?"
                " WHERE id=?", (time.time(), int(retry), run_id))
@@ -318,7 +320,7 @@ def _run_info(db: sqlite3.Connection, row: sqlite3.Row, events: bool) -> RunInfo
                    devices=r["devices"], state=r["state"], job_id=r["job_id"], started_at=r["started_at"],
                    ended_at=r["ended_at"], exit_code=r["exit_code"], exit_reason=r["exit_reason"],
                    resumed_from=r["resumed_from"], cause=r["cause"], unknown_since=r["unknown_since"],
-                   unknown_reason=r["unknown_reason"])
+                   unknown_reason=r["unknown_reason"], placed_because=r["placed_because"])
         for r in res_rows
     ]
     evs = []

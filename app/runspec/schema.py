@@ -7,6 +7,7 @@ The modern form (mcli's newer shape):
     command: python -m foundry.examples.gpt.train    # or a list (argv); or omit and give `parameters`
     parameters: {...}               # trainer config, passed to the job as FOUNDRY_PARAMETERS (YAML)
     compute: {cluster: local, gpus: 2, nodes: 1, gpu_type: a100, instance: ...}
+                                    # or a list of them: failover placements (docs/providers.md)
     env_variables: {KEY: value}
     secrets: [r2-creds]             # names of stored secrets, injected per their type
     integrations:
@@ -122,6 +123,9 @@ class RunSpec(_Strict):
     command: str | list[str] | None = None
     parameters: dict[str, Any] | None = None
     compute: Compute = Field(default_factory=Compute)
+    # Further placements, in order of preference, for the watchdog's relaunch after a loss (issue 31).
+    # `compute:` written as a list means its first item here and the rest as `failover`.
+    failover: list[Compute] = Field(default_factory=list, max_length=16)
     env_variables: dict[str, str] = Field(default_factory=dict)
     secrets: list[str] = Field(default_factory=list)
     integrations: list[Integration] = Field(default_factory=list)
@@ -132,6 +136,19 @@ class RunSpec(_Strict):
     def launch_mode(self) -> str:
         """per_process or per_node: `launch`, with auto resolved from the command."""
         return resolve_launch(self.launch, self.command)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compute_list(cls, data: Any) -> Any:
+        """`compute: [{cluster: a, gpus: 8}, {cluster: b, gpus: 4}]`: placements in order of preference."""
+        if isinstance(data, dict) and isinstance(data.get("compute"), list):
+            placements = data["compute"]
+            if not placements:
+                raise ValueError("compute: the list is empty; give one placement ({cluster: ..., gpus: ...}) or more")
+            if data.get("failover"):
+                raise ValueError("compute is a list and `failover` is set: give the placements in one of them")
+            data = {**data, "compute": placements[0], "failover": placements[1:]}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -190,4 +207,7 @@ class RunSpec(_Strict):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True)
+        if not data.get("failover"):   # a spec without a failover list reads as it always did
+            data.pop("failover", None)
+        return data
