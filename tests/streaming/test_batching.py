@@ -11,7 +11,8 @@ import pytest
 
 from foundry.plugins.errors import ConfigError
 from foundry.streaming import Stream, StreamingDataLoader, StreamingDataset
-from foundry.streaming.plan import OrderConfig, WorldShape, epoch_work, make_layout, stream_proportions
+from foundry.streaming.plan import OrderConfig, WorldShape, epoch_length, epoch_work, make_layout, rank_length, \
+    stream_proportions
 from foundry.streaming.plan.batching import resume_warning, stratified_portions
 
 # the streams' shuffle blocks are shuffle_block_size x their proportion: smaller than these shards
@@ -188,3 +189,15 @@ def test_a_state_resumed_on_another_shape_warns_when_the_batches_differ(mixed, m
         warnings.simplefilter("always")
         mixed("device_per_stream").load_state_dict(state)  # the same shape: nothing to say
     assert not [w for w in seen if "batching_method" in str(w.message)]
+
+
+@pytest.mark.parametrize("method", ["per_stream", "stratified", "device_per_stream"])
+def test_epoch_and_rank_lengths_count_what_every_epoch_reads(method):
+    world = WorldShape(2, 2, 2)
+    cfg = _cfg(method, 3, num_canonical_nodes=2, sampling_method="balanced")
+    layout = _layout(choose=(150, 45))  # partial draws: other samples every epoch, as many
+    for epoch in (0, 1, 3):
+        work = epoch_work(layout, cfg, world, epoch)
+        assert epoch_length(layout, cfg, world) == (work != -1).sum()
+        assert [rank_length(layout, cfg, world, n, r) for n in (0, 1) for r in (0, 1)] == \
+            [(work[n, r] != -1).sum() for n in (0, 1) for r in (0, 1)]
