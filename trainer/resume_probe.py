@@ -78,7 +78,8 @@ class ResumeProbe:
         self._hook = trainer.raw_model.register_forward_pre_hook(self._before_forward, with_kwargs=True)
         self._write({"kind": "start", "batch": trainer.timestamp.batch, "resumed_from": trainer.checkpoints.resumed_from,
                      "world_size": trainer.env.world_size, "generators": sorted(self._generators),
-                     "metrics_file": str(trainer.run_dir / "metrics.jsonl")})
+                     "metrics_file": str(trainer.run_dir / "metrics.jsonl"),
+                     "pid": os.getpid(), "pgid": os.getpgrp()})  # torchrun starts ranks in their own sessions
 
     def batch_end(self, trainer) -> None:
         batch = trainer.timestamp.batch

@@ -83,16 +83,15 @@ def _segment(target: Target, plan: Plan, world_size: int, folder: Path, index: i
         proc = subprocess.Popen(target.argv(world_size, folder / "torchelastic"), cwd=target.cwd, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        rc = _drive(proc, folder / "probe" / "rank0.jsonl", index, stop, world_size, time.monotonic() + timeout)
+        rc = _drive(proc, folder, index, stop, time.monotonic() + timeout)
     finally:
-        _kill_group(proc)
+        _kill_all(proc, folder, index)
     _check(folder, index, stop, rc, log_path)
 
 
-def _drive(proc: subprocess.Popen, rank0: Path, index: int, stop: Stop | None, world_size: int,
-           deadline: float) -> int:
+def _drive(proc: subprocess.Popen, folder: Path, index: int, stop: Stop | None, deadline: float) -> int:
     """Wait for the process, delivering the stop once the probe is waiting for it."""
-    delivered, reader = False, _Tail(rank0)
+    delivered, reader = False, _Tail(folder / "probe" / "rank0.jsonl")
     while proc.poll() is None:
         if time.monotonic() > deadline:
             raise TrainingFailed(f"the training did not finish segment {index} in time",
@@ -103,17 +102,48 @@ def _drive(proc: subprocess.Popen, rank0: Path, index: int, stop: Stop | None, w
             if stop.kind == "term":
                 os.kill(proc.pid, signal.SIGTERM)  # the process itself: torchrun forwards it to each rank once
             else:
-                _kill_group(proc)
+                _kill_all(proc, folder, index)
         time.sleep(0.05)
     return proc.returncode
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill_all(proc: subprocess.Popen, folder: Path, index: int) -> None:
+    """kill -9 the launched process's group and each rank's (torchrun starts every rank in a session of
+    its own, with its DataLoader workers): a whole job dies at once, as when its node is lost. Also the
+    cleanup after every segment, so nothing it started outlives it."""
+    groups = {proc.pid} | {row["pgid"] for rows in read_record(folder).probe.values() for row in rows
+                           if row.get("kind") == "start" and row.get("resumption") == index and row.get("pgid")}
+    groups.discard(os.getpgrp())
+    tree = _descendants(proc.pid)  # read before the kill: a rank that never reached the probe is in it too
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     proc.wait()
+
+
+def _descendants(root: int) -> set[int]:
+    """Every process below `root`, from /proc (Linux; elsewhere only the groups above are killed)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def _check(folder: Path, index: int, stop: Stop | None, rc: int, log_path: Path) -> None:
