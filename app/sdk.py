@@ -16,6 +16,7 @@ docs/sdk.md. Errors are FoundryError subclasses (ConfigError for bad specs and u
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +24,7 @@ from foundry.app.control import ControlPlane, DryRun, RunInfo
 from foundry.app.runspec import RunSpec, load_spec, parse_spec
 
 __all__ = ["RunConfig", "create_run", "dry_run", "get_run", "list_runs", "stop_run", "resume_run",
-           "delete_run", "get_logs", "follow_run_logs", "wait_for_run", "get_metrics", "RunInfo"]
+           "delete_run", "get_logs", "follow_run_logs", "wait_for_run", "get_metrics", "use_secret", "RunInfo"]
 
 
 class RunConfig:
@@ -143,3 +144,21 @@ def wait_for_run(run: str | RunInfo, *, timeout: float | None = None, home=None)
 
 def get_metrics(run: str | RunInfo, *, home=None) -> list[dict]:
     return [dict(row) for row in _cp(home).metrics(_name(run))]  # the caller's own copies
+
+
+@contextmanager
+def use_secret(*names: str, home=None) -> Iterator[None]:
+    """Inside the block, this process reads and writes storage with the stored secret(s) `names`
+    (`foundry create secret s3 r2 ...`), as a run that lists them does; the environment is put
+    back afterwards. `with use_secret("r2"): MDSWriter(out="s3://bucket/data", ...)`."""
+    from foundry.app.control.secret_env import secret_environment
+
+    cp = _cp(home)
+    missing = [n for n in names if not cp.secrets.exists(n)]
+    if missing:
+        from foundry.plugins.errors import ConfigError
+
+        raise ConfigError(f"no secret named {missing[0]!r}", hint="`foundry get secrets` lists them; "
+                                                                 "`foundry create secret` adds one")
+    with secret_environment(cp.secrets, list(names)):
+        yield

@@ -8,6 +8,10 @@ Values are never printed. Where a value comes from, most private first (scripts:
 mcli's forms work too: `create secret env NAME=VALUE [--name N]` and `create secret s3 --name N
 --config-file ~/.aws/config --credentials-file ~/.aws/credentials [--profile P]`. Fields marked
 from_file (keys, kubeconfigs) take a path and store the file's content.
+
+Values already in the environment (s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, S3_ENDPOINT_URL,
+AWS_DEFAULT_REGION) are offered at a terminal, shown masked, taken when confirmed; `--from-env`
+takes them as they are (scripts). Options given on the command line win over them.
 """
 
 from __future__ import annotations
@@ -80,6 +84,11 @@ def _read_field(stype: SecretType, field, given: str | None, stdin: _Stdin) -> s
         if field.secret and not field.from_file and sys.stdin.isatty():
             return typer.prompt(field.help, hide_input=True)
         hint = field.help + (f"; from a script: `{_opt(field.name)} -` reads stdin" if field.secret else "")
+        from foundry.app.control.secret_from_env import env_fields
+
+        var = next((v for v, f in env_fields(stype).items() if f == field.name), None)
+        if var:
+            hint += f", or export {var} and give --from-env"
         raise ConfigError(f"secret type {stype.kind!r} needs {_opt(field.name)}", hint=hint)
     if field.from_file:
         return _read_file(given, _opt(field.name), stdin)
@@ -121,6 +130,7 @@ def _name_and_values(stype: SecretType, kwargs: dict, stdin: _Stdin) -> tuple[st
             given.setdefault(field, None)
             if given[field] is None:                          # explicit options win over the files
                 given[field] = value
+    _take_from_env(stype, given, kwargs.pop("from_env", False))
     values = {}
     for field in stype.fields:
         value = given.get(field.name)
@@ -129,6 +139,24 @@ def _name_and_values(stype: SecretType, kwargs: dict, stdin: _Stdin) -> tuple[st
         if value is not None:
             values[field.name] = value
     return name, values
+
+
+def _take_from_env(stype: SecretType, given: dict, flag: bool) -> None:
+    """Fill the fields not given from the environment: with --from-env as they are, at a terminal
+    once confirmed (shown masked); otherwise leave them (the error for a missing one says how)."""
+    from foundry.app.control.secret_from_env import env_offer, shown
+
+    offer = {f: pair for f, pair in env_offer(stype).items() if given.get(f) is None}
+    if not offer or not (flag or sys.stdin.isatty()):
+        return
+    if not flag:
+        sink.info("the environment holds:")
+        for field, (var, value) in offer.items():
+            sink.info(f"  {var:<24} -> {_opt(field)}: {shown(stype, field, value)}")
+        if not typer.confirm("use these?", default=True):
+            return
+    for field, (_var, value) in offer.items():
+        given[field] = value
 
 
 def _create_command(stype: SecretType):
@@ -159,6 +187,14 @@ def _create_command(stype: SecretType):
     if main is not None:
         params.append(option("from_file", "--from-file",
                              f"Read the {main.name} from this file (- reads stdin): the way to pass it from a script."))
+    from foundry.app.control.secret_from_env import env_fields
+
+    variables = env_fields(stype)
+    if variables:
+        params.append(inspect.Parameter(
+            "from_env", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+                False, "--from-env", help=f"Take {', '.join(variables)} from the environment as they are "
+                                          "(at a terminal they are offered, masked, to confirm).")))
     if stype.kind == "s3":
         params += [option("config_file", "--config-file", "AWS-style config file (region, endpoint_url)."),
                    option("credentials_file", "--credentials-file",

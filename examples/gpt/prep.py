@@ -54,8 +54,15 @@ def main() -> None:
     p.add_argument("--out", required=True, help="storage URL for the MDS dataset (train/ and val/ below it)")
     p.add_argument("--max-mb", type=float, default=4.0)
     p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--secret", help="a stored secret to write with (`foundry create secret s3 NAME`)")
     a = p.parse_args()
-    counts = prepare(a.out, a.max_mb, a.block_size)
+    if a.secret:
+        from foundry.app.sdk import use_secret
+
+        with use_secret(a.secret):
+            counts = prepare(a.out, a.max_mb, a.block_size)
+    else:
+        counts = prepare(a.out, a.max_mb, a.block_size)
     print(f"wrote {counts['train']} train and {counts['val']} val sequences to {a.out}")
 
 
