@@ -248,6 +248,9 @@ class Trainer:
         holds the RNG state after its batch and the state right before its epoch's iter(); a
         resumed process replays the epoch start from the latter, fast-forwards (loaders without
         state), then continues from the former."""
+        if point is not None and point.epoch_used_up:  # its data ran out before the stop: the epoch ends now
+            load_rng_state(point.rng)
+            return iter(())
         if point is not None and point.epoch_rng is not None:
             load_rng_state(point.epoch_rng)
         self.epoch_start_rng = rng_state()

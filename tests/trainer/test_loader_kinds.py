@@ -60,6 +60,7 @@ KINDS = {
 # (kind, stop mode, last batch before the stop, first part's max_duration)
 STOPS = [
     ("torch-w0", "fresh", STOP, None), ("torch-w0", "sigterm", STOP, None), ("torch-w0", "kill", STOP, None),
+    ("torch-w0", "sigterm", 6, None),  # paused after the epoch's last batch, before its end
     ("torch-w2-droplast", "fresh", STOP, None), ("torch-w2-droplast", "sigterm", STOP, None),
     ("torch-w2-droplast", "kill", STOP, None),
     ("torch-w2-droplast", "fresh", 5, "1ep"),  # at the end of an epoch whose last samples were dropped
@@ -71,7 +72,7 @@ STOPS = [
     ("sampler-w0-droplast", "sigterm", 10, None),  # paused at an epoch's last batch, before the epoch ended
     ("sdl-w2-droplast", "fresh", STOP, None), ("sdl-w2-droplast", "kill", STOP, None),
     ("sdl-w2-droplast", "fresh", 5, "1ep"),
-    ("sdl-w0", "kill", STOP, None), ("list", "kill", STOP, None), ("own-state", "kill", STOP, None),
+    ("sdl-w0", "kill", STOP, None), ("sdl-w0", "kill", 12, None), ("list", "kill", STOP, None), ("own-state", "kill", STOP, None),
 ]
 CASES = [replace(KINDS[kind], name=f"{kind}-{mode}-{stop}", mode=mode, stop_at=stop, first_duration=first)
          for kind, mode, stop, first in STOPS]

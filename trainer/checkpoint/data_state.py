@@ -92,11 +92,19 @@ def _is_position(state: Any) -> bool:
     return isinstance(state, dict) and isinstance(state.get("epoch"), int) and "sample_in_epoch" in state
 
 
-def load_data_state(loader: Any, state: Any) -> bool:
-    """Put a saved data state back; True when the data then continues where it stopped by itself
-    (no fast-forward)."""
+NONE, CONTINUES, EPOCH_USED_UP = "none", "continues", "epoch_used_up"
+
+
+def load_data_state(loader: Any, state: Any, timestamp: Timestamp) -> str:
+    """Put a saved data state back. NONE: nothing restored (the trainer fast-forwards); CONTINUES:
+    the data goes on where it stopped by itself; EPOCH_USED_UP: stopped after the epoch's last
+    batch but before its end - a StreamingDataset then names the next epoch's start, so the
+    trainer ends this epoch without reading another batch of it."""
     found = stateful_data(loader)
     if found is None or state is None:
-        return False
+        return NONE
     found[0].load_state_dict(state)
-    return True
+    if found[1] == SAMPLES and timestamp.batch_in_epoch > 0 and _is_position(state) \
+            and int(state["sample_in_epoch"]) == 0:  # a count past the end was saved as the next epoch
+        return EPOCH_USED_UP
+    return CONTINUES

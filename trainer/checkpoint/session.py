@@ -24,7 +24,7 @@ from .saver import CheckpointSaver
 from .safe import to_safe
 from .host_copy import StateSnapshot, sharded_params
 from .node_staging import NodeStaging
-from .data_state import load_data_state, save_data_state
+from .data_state import EPOCH_USED_UP, NONE, load_data_state, save_data_state
 from .state import to_host
 
 log = logging.getLogger("foundry.trainer.checkpoint")
@@ -38,6 +38,7 @@ class ResumePoint:
     epoch_rng: dict | None
     rng: dict | None
     fast_forward: int
+    epoch_used_up: bool = False  # stopped after the epoch's last batch: end it without reading more
 
 
 class CheckpointSession:
@@ -120,15 +121,15 @@ class CheckpointSession:
             trainer.scaler.load_state_dict(extra["scaler"])
         trainer.timestamp.load_state_dict(extra["timestamp"])
         data_state = loader.rank_entry(extra["dataloader"], self.env.rank, same_world)
-        resumes_itself = load_data_state(trainer.train_dataloader, data_state)
+        data = load_data_state(trainer.train_dataloader, data_state, trainer.timestamp)
         if same_world and extra.get("microbatch_size") and trainer.runner.auto:
             trainer.runner.size = int(extra["microbatch_size"])  # what 'auto' had settled on
         rng = loader.rank_entry(extra["rng"], self.env.rank, same_world)
-        fast_forward = 0 if resumes_itself else trainer.timestamp.batch_in_epoch
+        fast_forward = 0 if data != NONE else trainer.timestamp.batch_in_epoch
         if trainer.timestamp.batch_in_epoch == 0:  # taken at an epoch's end: before the next iter()
             return ResumePoint(epoch_rng=rng, rng=None, fast_forward=0)
         epoch_rng = loader.rank_entry(extra.get("epoch_rng") or [], self.env.rank, same_world)
-        return ResumePoint(epoch_rng=epoch_rng, rng=rng, fast_forward=fast_forward)
+        return ResumePoint(epoch_rng=epoch_rng, rng=rng, fast_forward=fast_forward, epoch_used_up=data == EPOCH_USED_UP)
 
     def take_events(self) -> list[dict[str, Any]]:
         events, self.events = self.events, []
