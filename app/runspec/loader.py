@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from foundry.plugins.errors import ConfigError
 
 from .schema import RunSpec
+from .variables import expand_variables
 from .yaml_limits import safe_load_limited
 
 # A run spec is a page of YAML; past this it is data that belongs in a file or a bucket. Refused by
@@ -124,7 +125,7 @@ def load_spec(path: str | Path, name: str | None = None) -> RunSpec:
         raise ConfigError(f"run spec {str(path)!r} is a folder", hint="give the YAML file's path") from None
     except OSError as exc:
         raise ConfigError(f"cannot read run spec {str(path)!r}: {exc.strerror}") from None
-    data = safe_load_limited(raw, path.name, SPEC_MAX_BYTES)
+    data = expand_variables(safe_load_limited(raw, path.name, SPEC_MAX_BYTES), path.name)
     if name is not None and isinstance(data, dict) and "name" not in data and "run_name" not in data:
         data["name"] = name
     return parse_spec(data, path.name)
