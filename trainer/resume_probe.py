@@ -127,7 +127,8 @@ class ResumeProbe:
         self._seen_step = step
         parts = {
             "model": digest({k: _local(v) for k, v in trainer.raw_model.state_dict().items()}),
-            "optimizer": digest([_optimizer_state(o) for o in trainer.optimizers]),
+            "optimizer:state": digest([_plain(o.state_dict().get("state")) for o in trainer.optimizers]),
+            "optimizer:hyperparameters": digest([_plain(o.state_dict().get("param_groups")) for o in trainer.optimizers]),
             "schedulers": digest([_plain(s.state_dict()) for s in trainer.schedulers]),
             "scaler": digest(trainer.scaler.state_dict() if trainer.scaler is not None else None),
             "data": digest([args, kwargs]),
@@ -203,11 +204,6 @@ def generator_state(gen: Any) -> Any:
 
 def _local(t: Any) -> Any:
     return t.to_local() if hasattr(t, "to_local") else t  # a DTensor (FSDP): this rank's shard
-
-
-def _optimizer_state(opt) -> Any:
-    state = opt.state_dict()
-    return {"state": _plain(state.get("state")), "param_groups": _plain(state.get("param_groups"))}
 
 
 def _plain(value: Any) -> Any:

@@ -63,6 +63,21 @@ def test_a_module_level_python_random_is_caught_in_json(cli, tmp_path):
     assert result["final_equal"] is False
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_learning_rate_set_outside_the_checkpoint_is_named_before_any_loss_differs(cli, tmp_path):
+    code, out, err = cli("verify-resume", "--json", "--steps", "6", "--stops", "1", "--work-dir", str(tmp_path / "w"),
+                         "--", sys.executable, str(JOB), "--decay-by-hand")
+    assert code == 1, out + err
+    (result,) = json.loads(out)["results"]
+    first = result["first"]
+    # resumed from batch 4 with the right lr; the callback's counter starts again at 0 and sets a wrong lr
+    # after step 5, so the optimizer differs before step 6, whose loss (computed before that update) still matches
+    assert (first["step"], first["resumption"], first["resumed_from"]) == (6, 1, "ep0-ba4")
+    assert first["parts"] == ["optimizer:hyperparameters"] and first["first_loss_step"] is None
+    assert "Trainer(schedulers=...)" in first["hint"] and result["final_equal"] is False
+
+
 def test_bad_input_is_one_line_and_exit_2(cli):
     code, _, err = cli("verify-resume", "--steps", "3", "--", sys.executable, str(JOB))
     assert code == 2 and "--steps 3 is too few for 2 stops" in err

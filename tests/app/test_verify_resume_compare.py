@@ -9,8 +9,8 @@ from foundry.app.control.verify import make_plan, parse_world_sizes
 from foundry.app.control.verify.compare import RunRecord, compare
 from foundry.plugins.errors import ConfigError
 
-PARTS = {"model": "m", "optimizer": "o", "schedulers": "s", "scaler": "c", "data": "d", "rng:torch": "t",
-         "rng:python": "p", "generator:__main__.G": "g"}
+PARTS = {"model": "m", "optimizer:state": "o", "optimizer:hyperparameters": "h", "schedulers": "s", "scaler": "c",
+         "data": "d", "rng:torch": "t", "rng:python": "p", "generator:__main__.G": "g"}
 
 
 def _record(steps, segments=((0, 1),), change=None, loss_change=None, final=None) -> RunRecord:
@@ -54,11 +54,11 @@ def test_a_generator_the_checkpoint_cannot_hold_is_named_at_the_first_resumed_st
 
 def test_state_that_differs_before_the_loss_does_is_the_first_difference():
     # an optimizer not restored: the loss of the first resumed step is still right (computed before the update)
-    stopped = _record(8, segments=((0, 1), (1, 4)), change={(1, s): ["optimizer", "model"] for s in range(4, 9)},
+    stopped = _record(8, segments=((0, 1), (1, 4)), change={(1, s): ["optimizer:state", "model"] for s in range(4, 9)},
                       loss_change={(1, s) for s in range(5, 9)})
     c = compare(1, STRAIGHT, stopped)
     assert (c.first.step, c.first.first_loss_step) == (4, 5)
-    assert c.first.parts == ["model", "optimizer"]  # the most telling first
+    assert c.first.parts == ["model", "optimizer:state"]  # the most telling first
 
 
 def test_a_data_position_not_carried_back_is_named_before_the_rng_it_also_moved():

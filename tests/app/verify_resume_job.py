@@ -1,7 +1,7 @@
 """A small training script for the verify-resume tests, run unchanged by `foundry verify-resume`:
 it takes its save folder, run name and autoresume from the variables the tool sets.
 
-    python verify_resume_job.py [--noise global|torch-generator|python-random]
+    python verify_resume_job.py [--noise global|torch-generator|python-random] [--decay-by-hand]
 
 --noise adds a random perturbation in forward, drawn from the global torch RNG (which the checkpoint
 holds: resume stays exact) or from a module-level generator (which it cannot hold: resume is not exact).
@@ -38,16 +38,29 @@ class Noisy(torch.nn.Module):
         return torch.nn.functional.mse_loss(out, y)
 
 
+class DecayByHand:
+    """Another deliberate bug: a learning-rate decay kept in a callback's counter, which no checkpoint holds."""
+
+    def __init__(self):
+        self.count = 0
+
+    def batch_end(self, trainer) -> None:
+        self.count += 1
+        for group in trainer.optimizers[0].param_groups:
+            group["lr"] = 0.05 * 0.9 ** self.count
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--noise", default="global")
+    p.add_argument("--decay-by-hand", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     data = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(64)]
     trainer = Trainer(run_name="noisy", model=Noisy(a.noise), train_dataloader=data, max_duration="100ba",
                       optimizers=lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
-                      device="cpu", progress_bar=False)
+                      device="cpu", progress_bar=False, callbacks=[DecayByHand()] if a.decay_by_hand else [])
     trainer.fit()
 
 

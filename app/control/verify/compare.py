@@ -17,8 +17,11 @@ from typing import Any
 HINTS = {
     "model": "the model's parameters were not restored as saved: does the script build the model the same way "
              "each time and pass that model to Trainer(model=...)?",
-    "optimizer": "the optimizer's state (moments, step counts, learning rate) was not carried back: pass the "
-                 "optimizer to Trainer(optimizers=...); one the trainer does not know is not in the checkpoint",
+    "optimizer": "the optimizer's state (moments, step counts) was not carried back: pass the optimizer to "
+                 "Trainer(optimizers=...); one the trainer does not know is not in the checkpoint",
+    "optimizer:hyperparameters": "the optimizer's learning rate (or another hyperparameter) differs: something "
+                                 "outside the checkpoint sets it (a callback or loop with a counter of its own): "
+                                 "use a scheduler passed to Trainer(schedulers=...), whose state the checkpoint holds",
     "schedulers": "a scheduler's state was not carried back: pass it to Trainer(schedulers=...), and give the "
                   "resumed run the same max_duration",
     "scaler": "the grad scaler's state was not carried back: let the trainer make it (precision='fp16')",
@@ -137,7 +140,7 @@ def compare(world_size: int, straight: RunRecord, stopped: RunRecord) -> Compari
                                                      loss=fl[1] if fl else None, straight_loss=fl[2] if fl else None)))
     first = min(diffs, key=lambda d: d[0])[1] if diffs else None
     if first is not None:
-        first.hint = HINTS[part_family(first.parts[0])]
+        first.hint = HINTS.get(first.parts[0]) or HINTS[part_family(first.parts[0])]
 
     final_equal, final_differing = _final(straight, stopped)
     missing = sorted({step for series, step in want if series == "loss"} - {step for series, step in seen if series == "loss"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .compare import Comparison, part_family
 
 _PART_WORDS = {
-    "model": "the model's parameters", "optimizer": "the optimizer state", "schedulers": "the schedulers' state",
+    "model": "the model's parameters", "schedulers": "the schedulers' state",
     "scaler": "the grad scaler", "data": "the data position (the batch differs)", "unseen": "nothing the checkpoint holds",
     "final": "the final parameters",
 }
@@ -15,6 +15,9 @@ def describe_part(name: str) -> str:
     family, _, detail = name.partition(":")
     if family == "rng":
         return f"the global RNG stream ({detail})"
+    if family == "optimizer":
+        return "the optimizer's hyperparameters (learning rate, ...)" if detail == "hyperparameters" \
+            else "the optimizer state (moments, step counts)"
     if family == "generator":
         return f"random generator {detail} (not in the checkpoint)"
     return _PART_WORDS.get(family, name)
