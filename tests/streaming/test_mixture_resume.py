@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torch.utils.data import DataLoader
 
 from foundry.streaming import Stream, StreamingDataLoader, StreamingDataset
 from foundry.streaming.plan import OrderConfig, WorldShape, epoch_work, interleave_ranks, make_layout, rank_ids, \
@@ -42,11 +43,13 @@ def mixture_maker(root, name, **kw):
     return make
 
 
-def run_ranks(make, monkeypatch, nodes, per_node, workers, stops, state=None):
+def run_ranks(make, monkeypatch, nodes, per_node, workers, stops, state=None, torch_loader=False):
     """Ranks emulated one after another: each reads len(stops) epochs through a StreamingDataLoader
     (epoch k stops after stops[k] batches, None = whole, "last" = right after its last batch,
     before the loader sees the epoch end). Returns the global sequence of each
-    epoch and the state saved at the end (the same on every rank)."""
+    epoch and the state saved at the end (the same on every rank). `torch_loader`: torch's
+    DataLoader instead, the state from `dataset.state_dict(global samples in the epoch)` as
+    Composer saves it."""
     world = nodes * per_node
     per_rank, states = [], []
     for rank in range(world):
@@ -54,10 +57,17 @@ def run_ranks(make, monkeypatch, nodes, per_node, workers, stops, state=None):
         monkeypatch.setenv("WORLD_SIZE", str(world))
         monkeypatch.setenv("LOCAL_RANK", str(rank % per_node))
         monkeypatch.setenv("LOCAL_WORLD_SIZE", str(per_node))
-        loader = StreamingDataLoader(make(GLOBAL // world), batch_size=GLOBAL // world, num_workers=workers)
-        if state is not None:
-            loader.load_state_dict(state)
+        ds = make(GLOBAL // world)
+        if torch_loader:
+            if state is not None:
+                ds.load_state_dict(state)
+            loader = DataLoader(ds, batch_size=GLOBAL // world, num_workers=workers)
+        else:
+            loader = StreamingDataLoader(ds, batch_size=GLOBAL // world, num_workers=workers)
+            if state is not None:
+                loader.load_state_dict(state)
         epochs = []
+        read = 0
         for stop in stops:
             if stop == "last":
                 stop = -(-len(loader.dataset) // loader.batch_size)
@@ -67,8 +77,9 @@ def run_ranks(make, monkeypatch, nodes, per_node, workers, stops, state=None):
                 if stop is not None and i + 1 == stop:
                     break
             epochs.append(np.concatenate(ids))
+            read = len(ids)
         per_rank.append(epochs)
-        states.append(loader.state_dict())
+        states.append(ds.state_dict(read * GLOBAL) if torch_loader else loader.state_dict())
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(var)
     assert all(s == states[0] for s in states), "every rank saves the same state"
@@ -98,6 +109,21 @@ def test_mixture_resumes_on_another_world_with_the_same_global_batches(tmp_path,
     assert np.array_equal(head[1][:n], straight[1])
     tail, _ = run_ranks(make, monkeypatch, *after, [None, None], state=state)
     assert np.array_equal(tail[0][:n], straight[2]) and np.array_equal(tail[1][:n], straight[3])
+
+
+@pytest.mark.slow  # DataLoader worker processes
+@pytest.mark.parametrize("name", ["repeat-choose"])
+def test_mixture_through_torch_dataloader_resumes_on_another_world(tmp_path, monkeypatch, name):
+    """The same with torch's own DataLoader and Composer's way of saving (global samples in the
+    epoch): stopped in epoch 1 on 2 nodes x 2 ranks with 2 workers, resumed on 3 ranks."""
+    make = mixture_maker(tmp_path, name)
+    n = make(GLOBAL)._layout.epoch_samples
+    straight, _ = run_ranks(make, monkeypatch, 2, 2, 2, [None, None, None], torch_loader=True)
+    head, state = run_ranks(make, monkeypatch, 2, 2, 2, [None, 5], torch_loader=True)
+    assert (state["epoch"], state["sample_in_epoch"]) == (1, 5 * GLOBAL)
+    tail, _ = run_ranks(make, monkeypatch, 1, 3, 0, [None, None], state=state, torch_loader=True)
+    assert np.array_equal(np.concatenate([head[1], tail[0]])[:n], straight[1][:n])
+    assert np.array_equal(tail[1][:n], straight[2][:n])
 
 
 def _plan_sequence(layout, cfg, world, epoch, start):
