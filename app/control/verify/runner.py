@@ -151,6 +151,9 @@ def _check(folder: Path, index: int, stop: Stop | None, rc: int, log_path: Path)
     rows = [r for r in record.probe.get(0, []) if r.get("resumption") == index]
     where = f"segment {index} ({stop.describe() if stop else 'to the end'}) exited {rc}"
     if not any(r.get("kind") == "start" for r in rows):
+        if rc == 0:
+            raise TrainingFailed(f"{where} without calling foundry.trainer's Trainer.fit(); log: {log_path}",
+                                 hint="verify-resume checks scripts that train with foundry.trainer.Trainer")
         raise TrainingFailed(f"{where} before training started; log: {log_path}", hint=_tail(log_path))
     if stop is None:
         if rc != 0 or not any(r.get("kind") == "final" for r in rows):
