@@ -17,10 +17,11 @@ the shuffle block scaled by the stream's proportion), then build batches from th
   are interleaved into global batches. num_canonical_nodes must be a multiple of the node count.
 
 A resumption drops whole global batches (sample_in_epoch // global batch), as mosaic does: a
-count in the middle of a global batch reads that batch again from its start. The result has `epoch_work`'s shape:
-(nodes, ranks per node, workers per rank, batches per worker, batch size), -1 = nothing.
-Unlike 'random', the batches of these methods are not all independent of the world shape: they
-are mosaic's, for each shape (docs/coming-from-mosaic.md).
+count in the middle of a global batch reads that batch again from its start. The result has
+`epoch_work`'s shape: (nodes, ranks per node, workers per rank, batches per worker, batch size),
+-1 = nothing. Unlike 'random', the batches of these methods are not all independent of the world
+shape: they are mosaic's, for each shape (docs/sample-order.md says which changes keep them;
+`resume_warning` tells a resumption that gets other batches).
 """
 
 from __future__ import annotations
