@@ -53,6 +53,8 @@ class StreamingDataset(IterableDataset):
       always checked). download_retry, download_timeout: per shard.
     - epoch_size (an int, or mosaic's "100k", "2.5m", "1b" = 10**9 samples), sampling_method ("balanced" redraws partial streams every epoch, "fixed" keeps the
       draw), sampling_granularity: see `plan/sampling.py`. allow_unsafe_types: permit pickle columns.
+    - batching_method: "random" (default), "stratified", "per_stream" or "device_per_stream" (each
+      batch from one stream, or each stream's share in every batch; need batch_size): `plan/batching.py`.
     - stream_name, stream_config: without streams=, the one stream is the class registered under
       stream_name in `stream.streams_registry`, made with stream_config plus remote/local/split.
     - One process reads every sample of an epoch once; several ranks repeat a few samples so that
