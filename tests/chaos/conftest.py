@@ -1,24 +1,13 @@
 """Fixtures for the chaos probes: the CLI in-process and as a real process, a ControlPlane, and
-every test in this folder marked `chaos` (CI runs them; `-m chaos` runs only them)."""
+every test in this folder marked `chaos` by tests/conftest.py (`-m chaos` runs only them)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.chaos)
-
-
-
 
 CLI = "import sys; from foundry.app.cli.main import main; sys.argv[0] = 'foundry'; main()"
 
