@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Set up the test environment and run the whole suite (unit + integration against real local
-# servers, which the fixtures start on loopback and stop afterwards).
-#   bash scripts/test.sh [PYTEST ARGS]
-# Each preparation step prints one line with its time; nothing is rebuilt that is already there.
+# Set up the test environment and run the tests.
+#   bash scripts/test.sh [PYTEST ARGS]         the fast tier: -m "not slow" (in-process tests, no servers)
+#   bash scripts/test.sh --all [PYTEST ARGS]   everything (what .ci/run runs): also the tests marked with a
+#                                              cost (processes, runs, SeaweedFS, Slurm, the mosaic peer env,
+#                                              multinode, chaos), whose servers the fixtures start on loopback
+# A `-m EXPR` among the PYTEST ARGS replaces the fast tier's selection (e.g. -m chaos). The marks are
+# in pyproject.toml; tests/conftest.py sets most of them. Each preparation step prints one line with
+# its time; nothing is rebuilt that is already there, and the fast tier prepares nothing beyond the venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ALL=0
+if [[ ${1:-} == --all ]]; then ALL=1; shift; fi
 T_START=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 VENV=${VENV:-.venv}
 export VENV
 bash scripts/setup.sh test
 
-# One-time preparation, outside pytest's per-test timeouts: the Slurm packages (the fixture starts
-# and stops the daemons) and the mosaicml-streaming peer venv for the interop tests (cached).
-if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+# One-time preparation for the tests with a cost, outside pytest's per-test timeouts: the Slurm
+# packages (the fixture starts and stops the daemons) and the mosaicml-streaming peer venv for the
+# interop tests (cached).
+if [[ $ALL == 1 ]] && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   t0=$(date +%s.%N)
   if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null; then
     echo "[setup] Slurm packages already installed" >&2
@@ -29,8 +36,14 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "[setup] tmux: done in $(since "$t0") s" >&2
   fi
 fi
-"$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests'); from support.peers import mosaic_python; mosaic_python(progress=True)"
-echo "[setup] test environment ready in $(since "$T_START") s; running pytest" >&2
+if [[ $ALL == 1 ]]; then
+  "$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests'); from support.peers import mosaic_python; mosaic_python(progress=True)"
+  TIER=()
+  echo "[setup] test environment ready in $(since "$T_START") s; running every test" >&2
+else
+  TIER=(-m "not slow")
+  echo "[setup] test environment ready in $(since "$T_START") s; running the fast tier (--all: every test)" >&2
+fi
 
 export FOUNDRY_DISABLE_PLUGIN_AUTOLOAD=1
-exec "$VENV/bin/python" -m pytest -q -rfEs --durations=20 "$@"
+exec "$VENV/bin/python" -m pytest -q -rfEs --durations=20 "${TIER[@]}" "$@"
