@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import heapq
+import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
@@ -140,6 +142,43 @@ EARLY_SPAN = 256
 OPEN_AHEAD = 3
 
 
+# How often the open shards' files are looked at (DeletedShards): a stat each, and with small
+# shuffled shards hundreds are open (400 open: a check every 256 samples halved the epoch's rate).
+RECHECK_S = 1.0
+
+
+class DeletedShards:
+    """Open again, which fetches again, each open shard whose file was deleted from the cache under
+    its reader (by a user, a cleaner, another process's eviction), as mosaicml-streaming's reader
+    fetches a missing shard at its next sample. The open reader could go on reading the deleted
+    file's bytes (a map, or an open descriptor: they are right), but the cache must hold the shard
+    again. Looked at once a second at most; only for plans whose shards can be fetched."""
+
+    def __init__(self, plan: EpochPlan):
+        self.active = plan.prefetch
+        self.next = time.monotonic() + RECHECK_S
+
+    def check(self, readers: dict[int, Any], source: ShardSource, reopened: Callable[[int, Any], None]) -> None:
+        if not self.active or time.monotonic() < self.next:
+            return
+        reopen_deleted(readers, source, reopened)
+        self.next = time.monotonic() + RECHECK_S
+
+
+def reopen_deleted(readers: dict[int, Any], source: ShardSource, reopened: Callable[[int, Any], None]) -> None:
+    """DeletedShards' look: a stat per open shard; `reopened(shard, reader)` for each one opened again."""
+    for shard, reader in list(readers.items()):
+        path = getattr(reader, "path", None)
+        if path is None or os.path.exists(path):
+            continue
+        readers[shard] = fresh = source.open(shard)
+        reopened(shard, fresh)
+        try:
+            reader.close()
+        except Exception:  # noqa: BLE001 - a sample may still view the old map; GC closes it
+            pass
+
+
 def _expect(early: set[int], readers: dict[int, Any], shards: list[int], indices: list[int]) -> None:
     for sh in early:
         wanted = [j for s, j in zip(shards, indices) if s == sh]
@@ -164,6 +203,12 @@ def iterate(plan: EpochPlan, source: ShardSource,
     early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
     ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
+
+    def reopened(shard: int, reader: Any) -> None:
+        if sample is None:
+            getters[shard] = reader.get_sample
+
+    deleted = DeletedShards(plan)
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         firsts = walk.use_first.tolist() + [total]
@@ -191,6 +236,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 if c - told >= step:
                     walk.advance(c)
                     told = c
+                deleted.check(readers, source, reopened)
                 e = min(b, c + (EARLY_LOOKAHEAD if ahead else step))
                 if early:  # a shard made whole since: read it directly from now on
                     for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
@@ -241,6 +287,7 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
         return readers[shard].get_sample(index) if sample is None else sample(shard, index)
 
     finished = False
+    deleted = DeletedShards(plan)
     try:
         shard_list, local_list = shards.tolist(), offsets.tolist()
         use = list(zip(walk.use_first.tolist(), walk.use_shards.tolist(), walk.use_last.tolist()))
@@ -262,6 +309,7 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
             if begin - told >= walk.step:
                 walk.advance(begin)
                 told = begin
+            deleted.check(readers, source, lambda shard, reader: None)
             yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get)
             if begin == 0:
                 walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
