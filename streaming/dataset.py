@@ -161,7 +161,7 @@ class StreamingDataset(IterableDataset):
         shares = stream_proportions(stream_totals, [s.proportion for s in self.streams], choose.tolist(), epoch_size)
         self._layout = make_layout(sizes, choose.tolist(), shares.tolist())
         self._evictor = Evictor(self._caches, parse_bytes(cache_limit) or None)  # as mosaic: 0 is no limit
-        self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types)
+        self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types, refetch_deleted=self._needs_work)
         self._counter = EpochCounter()
         self._worker_batches: WorkerBatches | None = None  # set by StreamingDataLoader for its workers
         self._work_cache: tuple[tuple, np.ndarray] | None = None

@@ -4,6 +4,7 @@ DataLoader workers), least recently used closed."""
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -14,10 +15,18 @@ from .format.framed_reader import FramedMDSReader
 from .format.ranged_reader import RangedMDSReader
 
 
+# How often kept readers' files are looked at (a stat each), as in iterator.DeletedShards.
+RECHECK_S = 1.0
+
+
 class ReaderPool:
     def __init__(self, infos: Sequence[Any], ensure: Callable[[int], os.PathLike], allow_unsafe_types: bool,
-                 max_open: int = 64):
+                 max_open: int = 64, refetch_deleted: bool = False):
         self._infos = infos
+        # shards can be fetched again: a kept reader whose file was deleted is dropped, so the next
+        # sample fetches the shard again, as mosaic's get_item does (looked at once a second at most)
+        self._refetch_deleted = refetch_deleted
+        self._next_look = 0.0
         self._ensure = ensure
         self._unsafe = allow_unsafe_types
         self._max_open = max_open
@@ -29,6 +38,8 @@ class ReaderPool:
         if self._pid != os.getpid():  # forked: the parent's handles are not ours to use
             self._open = OrderedDict()
             self._pid = os.getpid()
+        if self._refetch_deleted and self._open and time.monotonic() >= self._next_look:
+            self._drop_deleted()
         reader = self._open.get(shard)
         if reader is not None:
             self._open.move_to_end(shard)
@@ -90,6 +101,12 @@ class ReaderPool:
     @staticmethod
     def in_worker() -> bool:
         return _in_dataloader_worker()
+
+    def _drop_deleted(self) -> None:
+        gone = [k for k, r in self._open.items() if getattr(r, "path", None) and not os.path.exists(r.path)]
+        for shard in gone:
+            self.drop(shard)
+        self._next_look = time.monotonic() + RECHECK_S
 
     def drop(self, shard: int) -> None:
         """Close the pool's reader of `shard`, if any (its files were evicted: read them anew)."""

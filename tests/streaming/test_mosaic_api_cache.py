@@ -14,6 +14,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 import foundry.streaming.iterator as iterator_module
+import foundry.streaming.readers as readers_module
 from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 
 N, PER_SHARD, BATCH = 600, 10, 4
@@ -67,6 +68,15 @@ def test_shards_deleted_mid_epoch_are_fetched_again(make_dataset, tmp_path, how)
         # cache again, as mosaic fetches a shard whose file is gone at its next sample
         needed = {i // PER_SHARD for i in ids[at + 256:]}
         assert needed and all((local / f"shard.{s:05}.mds").exists() for s in needed), seed
+
+
+def test_a_sample_looked_up_after_its_shard_was_deleted_fetches_it_again(make_dataset, tmp_path, monkeypatch):
+    monkeypatch.setattr(readers_module, "RECHECK_S", 0.0)
+    remote = make_dataset(40, 10)
+    ds = StreamingDataset(remote=f"file://{remote}", local=str(tmp_path / "cache"))
+    assert ds[15]["id"] == 15
+    (tmp_path / "cache" / "shard.00001.mds").unlink()
+    assert ds[16]["id"] == 16 and (tmp_path / "cache" / "shard.00001.mds").exists()
 
 
 @pytest.mark.slow
