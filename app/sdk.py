@@ -151,7 +151,7 @@ def use_secret(*names: str, home=None) -> Iterator[None]:
     """Inside the block, this process reads and writes storage with the stored secret(s) `names`
     (`foundry create secret s3 r2 ...`), as a run that lists them does; the environment is put
     back afterwards. `with use_secret("r2"): MDSWriter(out="s3://bucket/data", ...)`."""
-    from foundry.app.control.secret_env import secret_environment
+    from foundry.app.control import secret_environment
 
     cp = _cp(home)
     missing = [n for n in names if not cp.secrets.exists(n)]

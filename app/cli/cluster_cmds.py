@@ -59,7 +59,30 @@ def delete_cluster(name: str = typer.Argument(..., help="Cluster name.")) -> Non
     sink.info(f"deleted cluster {name}")
 
 
+def describe_cluster(name: str = typer.Argument(..., help="Cluster name."), json_out: bool = json_option()) -> None:
+    """A cluster: provider, options, devices, nodes, state, and the runs on it."""
+    sink.json_mode = sink.json_mode or json_out
+    cp = _cp()
+    info = cp.clusters.info(name)
+    runs = [r for r in cp.list_runs(reconcile=False) if any(res.cluster == name for res in r.resumptions)]
+    rows = [{"name": r.name, "status": r.status, "here now": r.cluster == name, "devices": r.devices,
+             "resumptions here": sum(res.cluster == name for res in r.resumptions)} for r in runs]
+    if sink.json_mode:
+        sink.emit(dict(info.to_dict(), runs=rows))
+        return
+    sink.emit({"name": info.name, "provider": info.provider, "state": info.state,
+               "devices": "-" if info.devices is None else info.devices,
+               "nodes": "-" if info.nodes is None else info.nodes,
+               **{f"option {k}": v for k, v in info.config.items() if k not in ("provider", "name")}})
+    sink.out.print()
+    if rows:
+        sink.emit(rows, title="Runs on it (now or before)")
+    else:
+        sink.info(f"no runs on {name} yet: `foundry run -f SPEC --cluster {name}`")
+
+
 def register(app: typer.Typer) -> None:
+    group(app, "describe").command("cluster")(describe_cluster)
     group(app, "get").command("clusters")(get_clusters)
     group(app, "create").command("cluster")(create_cluster)
     group(app, "delete").command("cluster")(delete_cluster)

@@ -80,9 +80,20 @@ def run(
     _follow_and_exit(cp, info.name)
 
 
+def _watch(name: str, lines) -> None:
+    """Print `lines` as they come; Ctrl-C stops watching, never the run (the same in `run --follow`,
+    `resume --follow` and `logs --follow`): one line says so and how to pause it, exit 130."""
+    try:
+        sink.lines(lines)
+    except KeyboardInterrupt:
+        sink.info(f"stopped watching run {name}; it goes on (`foundry logs {name} --follow` watches again, "
+                  f"`foundry stop {name}` pauses it)")
+        raise typer.Exit(130) from None
+
+
 def _follow_and_exit(cp, name: str) -> None:
     """Stream logs across retries; a run that ends failed or lost exits 1 with its reason."""
-    sink.lines(cp.follow_run(name))
+    _watch(name, cp.follow_run(name))
     final = cp.get_run(name)
     reason = final.latest.exit_reason if final.latest and final.latest.exit_reason else None
     if final.status in ("failed", "lost"):
@@ -198,9 +209,9 @@ def logs(
     """Print a run's logs."""
     cp = _cp()
     if follow and resumption is None:
-        sink.lines(cp.follow_run(name, rank=rank))
+        _watch(name, cp.follow_run(name, rank=rank))
     else:
-        sink.lines(cp.logs(name, resumption=resumption, rank=rank, follow=follow))
+        _watch(name, cp.logs(name, resumption=resumption, rank=rank, follow=follow))
 
 
 def stop(
@@ -251,8 +262,12 @@ def delete_run(name: str = typer.Argument(..., help="Run name."),
     """Delete a run: stop it if active, forget it, remove its logs; its checkpoints only if asked."""
     cp = _cp()
     url = cp.checkpoint_url(name)
+    status = cp.get_run(name).status
+    active = status in ("pending", "running", "stopping")
     if not yes and sink.interactive:
-        typer.confirm(f"delete run {name}?", abort=True)
+        typer.confirm(f"run {name} is {status}: delete kills it now, without a last checkpoint "
+                      f"(`foundry stop {name} --wait` pauses it at one). delete it?" if active
+                      else f"delete run {name}?", abort=True)
     if checkpoints is None and url and sink.interactive and not yes:
         checkpoints = typer.confirm(f"also delete its checkpoints at {url}?", default=False)
     cp.delete_run(name, checkpoints="delete" if checkpoints else "keep")
@@ -263,6 +278,9 @@ def delete_run(name: str = typer.Argument(..., help="Run name."),
                   f"them; `foundry rm -r {url}` or --delete-checkpoints removes them)")
     else:
         sink.info(f"deleted run {name}")
+    if active:
+        sink.info(f"  it was {status}: killed without a last checkpoint (`foundry stop {name} --wait` "
+                  "before deleting keeps its progress)")
 
 
 def watch(interval: float = typer.Option(10.0, help="Seconds between watchdog passes."),

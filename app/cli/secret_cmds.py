@@ -84,7 +84,7 @@ def _read_field(stype: SecretType, field, given: str | None, stdin: _Stdin) -> s
         if field.secret and not field.from_file and sys.stdin.isatty():
             return typer.prompt(field.help, hide_input=True)
         hint = field.help + (f"; from a script: `{_opt(field.name)} -` reads stdin" if field.secret else "")
-        from foundry.app.control.secret_from_env import env_fields
+        from foundry.app.control import env_fields
 
         var = next((v for v, f in env_fields(stype).items() if f == field.name), None)
         if var:
@@ -144,7 +144,7 @@ def _name_and_values(stype: SecretType, kwargs: dict, stdin: _Stdin) -> tuple[st
 def _take_from_env(stype: SecretType, given: dict, flag: bool) -> None:
     """Fill the fields not given from the environment: with --from-env as they are, at a terminal
     once confirmed (shown masked); otherwise leave them (the error for a missing one says how)."""
-    from foundry.app.control.secret_from_env import env_offer, shown
+    from foundry.app.control import env_offer
 
     offer = {f: pair for f, pair in env_offer(stype).items() if given.get(f) is None}
     if not offer or not (flag or sys.stdin.isatty()):
@@ -152,7 +152,9 @@ def _take_from_env(stype: SecretType, given: dict, flag: bool) -> None:
     if not flag:
         sink.info("the environment holds:")
         for field, (var, value) in offer.items():
-            sink.info(f"  {var:<24} -> {_opt(field)}: {shown(stype, field, value)}")
+            secret = next((f.secret for f in stype.fields if f.name == field), True)
+            sink.info(f"  {var:<24} -> {_opt(field)}: "
+                      + (f"set, {len(value)} characters, hidden" if secret else value))
         if not typer.confirm("use these?", default=True):
             return
     for field, (_var, value) in offer.items():
@@ -187,7 +189,7 @@ def _create_command(stype: SecretType):
     if main is not None:
         params.append(option("from_file", "--from-file",
                              f"Read the {main.name} from this file (- reads stdin): the way to pass it from a script."))
-    from foundry.app.control.secret_from_env import env_fields
+    from foundry.app.control import env_fields
 
     variables = env_fields(stype)
     if variables:
@@ -219,6 +221,36 @@ def get_secrets(json_out: bool = json_option()) -> None:
               columns=["name", "kind", "fields", "details", "created"])
 
 
+def describe_secret(name: str = typer.Argument(..., help="Secret name."), json_out: bool = json_option()) -> None:
+    """A secret: kind, fields (secret ones masked), and the variables a run that lists it gets."""
+    sink.json_mode = sink.json_mode or json_out
+    from foundry.app.control import env_fields
+    from foundry.plugins.manager import secret_type_registry
+
+    cp = _cp()
+    info = next((i for i in cp.list_secrets() if i.name == name), None)
+    if info is None:
+        raise ConfigError(f"no secret named {name!r}", hint="`foundry get secrets` lists them")
+    reg = secret_type_registry().get(info.kind)
+    fields = {f: info.public.get(f, "*** (hidden)") for f in info.fields}
+    variables = {}
+    if reg is not None:
+        by_field = {field: var for var, field in env_fields(reg.value).items()}
+        for var in cp.secrets.injection(name).env:   # names only: values stay in the store
+            field = next((f for f, v in by_field.items() if v == var), None)
+            variables[var] = fields.get(field, "*** (hidden)") if field else "(set by the secret)"
+    if sink.json_mode:
+        sink.emit(dict(info.to_dict(), variables=sorted(variables)))
+        return
+    sink.emit({"name": info.name, "kind": info.kind,
+               "created": datetime.fromtimestamp(info.created_at).strftime("%Y-%m-%d %H:%M"),
+               **{f"field {k}": v for k, v in fields.items()}})
+    if variables:
+        sink.out.print()
+        sink.emit([{"variable": k, "value": v} for k, v in variables.items()],
+                  title=f"A run with `secrets: [{name}]` gets")
+
+
 def delete_secret(name: str = typer.Argument(..., help="Secret name.")) -> None:
     """Delete a secret."""
     _cp().delete_secret(name)
@@ -234,4 +266,5 @@ def register(app: typer.Typer) -> None:
         secret_app.command(reg.name, help=f"{reg.value.description}.")(_create_command(reg.value))
     group(app, "create").add_typer(secret_app, name="secret")
     group(app, "get").command("secrets")(get_secrets)
+    group(app, "describe").command("secret")(describe_secret)
     group(app, "delete").command("secret")(delete_secret)

@@ -19,6 +19,7 @@ from foundry.plugins.manager import notify_run_event
 from foundry.app.names import check_name
 from foundry.app.runspec import RunSpec, apply_overrides, load_spec, parse_spec
 
+from .state_errors import not_active, not_resumable
 from . import run_checkpoints, run_views
 from .clusters import Clusters
 from .config import FoundryPaths
@@ -126,7 +127,7 @@ class Runs:
         run = self.get(name)
         latest = run.latest
         if latest is None or latest.state not in ACTIVE_STATUSES:
-            raise ConfigError(f"run {name!r} is not active (status {run.status})")
+            raise not_active(name, run.status)
         handle = self.launcher.handle(run, latest.index)
         self.clusters.provider(latest.cluster).stop(handle, graceful=graceful)
         details = {"resumption": latest.index, "graceful": graceful}
@@ -138,8 +139,7 @@ class Runs:
                nodes: int | None = None) -> RunInfo:
         run = self.get(name)
         if run.status not in RESUMABLE_STATUSES:
-            raise ConfigError(f"run {name!r} is {run.status}; only {', '.join(RESUMABLE_STATUSES)} runs "
-                              "can be resumed")
+            raise not_resumable(name, run.status)
         last = run.latest
         if gpus is None and last is not None:
             # `--nodes N` alone keeps the processes per node and derives the total

@@ -31,8 +31,3 @@ def env_offer(stype: SecretType, environ: Mapping[str, str] | None = None) -> di
     environ = os.environ if environ is None else environ
     return {field: (var, environ[var]) for var, field in env_fields(stype).items() if environ.get(var)}
 
-
-def shown(stype: SecretType, field: str, value: str) -> str:
-    """A value as it may be shown: secret fields only by their length."""
-    secret = next((f.secret for f in stype.fields if f.name == field), True)
-    return f"set, {len(value)} characters, hidden" if secret else value

@@ -23,9 +23,9 @@ def own_bindings(node) -> list[tuple[object, Binding]]:
 
 
 class ConfirmDialog(FoundryModal[bool]):
-    """Returns True only when the confirm button is pressed; escape and Cancel return False."""
+    """Returns True only when the confirm button (or `y`) is pressed; escape, `n` and Cancel return False."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape,n", "cancel", "Cancel"), Binding("y", "confirm", "Yes")]
 
     def __init__(self, message: str, confirm: str = "OK", destructive: bool = False):
         super().__init__(classes="dialog-screen")
@@ -46,6 +46,9 @@ class ConfirmDialog(FoundryModal[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
 
 
 class JumpDialog(FoundryModal[str | None]):

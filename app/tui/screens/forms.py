@@ -76,13 +76,19 @@ class PlacementForm(FoundryModal[tuple | None]):
         self.query_one("#gpus", Input).value = str(run.devices)
         self.query_one("#nodes", Input).value = str(run.nodes)
 
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":
             self.dismiss(None)
             return
+        self.submit()
+
+    def submit(self) -> None:
         error = self.query_one("#form-error", Label)
         cluster = self.query_one("#cluster", Select).value
-        if cluster is Select.BLANK or cluster is None:
+        if not isinstance(cluster, str):   # still loading (Select.NULL)
             error.update("choose a cluster")
             return
         try:
@@ -144,7 +150,13 @@ class NewRunForm(FoundryModal[str | None]):
         return path
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if (path := self._path()) is not None:
+        """Enter previews; Enter again on the previewed path launches it."""
+        if (path := self._path()) is None:
+            return
+        if getattr(self, "previewed", None) == path:
+            self.query_one("#form-error", Label).update("launching…")
+            self.launch(path)
+        else:
             self.preview(path)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -161,7 +173,9 @@ class NewRunForm(FoundryModal[str | None]):
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
-        self.app.call_from_thread(self.query_one("#form-error", Label).update, "dry run: nothing launched")
+        self.previewed = path
+        self.app.call_from_thread(self.query_one("#form-error", Label).update,
+                                  "dry run: nothing launched (Enter again, or Launch, launches it)")
         self.app.call_from_thread(self.query_one("#preview", Static).update, text)
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="create run")

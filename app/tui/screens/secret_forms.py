@@ -64,7 +64,7 @@ class SecretForm(FoundryModal[str | None]):
     async def on_select_changed(self, event: Select.Changed) -> None:
         box = self.query_one("#secret-fields", VerticalScroll)
         await box.remove_children()
-        stype = self.types.get(event.value) if event.value is not Select.BLANK else None
+        stype = self.types.get(event.value) if isinstance(event.value, str) else None
         if stype is None:
             return
         self.query_one("#kind-help", Label).update(stype.description)
@@ -74,15 +74,25 @@ class SecretForm(FoundryModal[str | None]):
             widgets.append(Input(placeholder=label, id=f"field-{field.name}",
                                  password=field.secret and not field.from_file))
         await box.mount_all(widgets)
+        # what is typed next goes into the first field, which says what it is (a key: masked), never
+        # into a visible field it was not meant for (the name, or the Select's type-to-search)
+        if widgets:
+            widgets[0].focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.submit()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":
             self.dismiss(None)
             return
+        self.submit()
+
+    def submit(self) -> None:
         kind = self.query_one("#secret-kind", Select).value
         name = self.query_one("#secret-name", Input).value.strip()
         error = self.query_one("#form-error", Label)
-        if kind is Select.BLANK or not name:
+        if not isinstance(kind, str) or not name:   # no kind chosen: Select.NULL
             error.update("give a name and choose a kind")
             return
         raw = {inp.id.removeprefix("field-"): inp.value for inp in self.query("#secret-fields Input")}
