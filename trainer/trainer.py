@@ -104,6 +104,7 @@ class Trainer:
         self._resume_point: ResumePoint | None = None
         self._resumed = False
         self.epoch_start_rng: dict[str, Any] | None = None  # RNG state right before this epoch's iter()
+        self.data_epoch: int | None = None  # the epoch of the train loader's latest iter()
         if self.cfg.max_duration is not None:
             self._setup_duration()
         if self.env.is_main:
@@ -254,6 +255,7 @@ class Trainer:
         if point is not None and point.epoch_rng is not None:
             load_rng_state(point.epoch_rng)
         self.epoch_start_rng = rng_state()
+        self.data_epoch = self.timestamp.epoch
         batches = workers.track(iter(self.train_dataloader))
         for _ in range(skip):
             next(batches, None)

@@ -24,20 +24,24 @@ def _train(tmp_path, data: str, phase: str, duration: str, save: str | None, dro
     ds = StreamingDataset(remote=data, local=str(tmp_path / f"cache-{phase}"), shuffle=True, shuffle_seed=7)
     trainer = Trainer(run_name="inproc", model=model, max_duration=duration, device="cpu", progress_bar=False,
                       train_dataloader=DataLoader(ds, batch_size=4, drop_last=drop_last),
-                      save_folder=save, autoresume=phase == "second", run_dir=str(tmp_path / f"run-{phase}"),
+                      save_folder=save, autoresume=save is not None, run_dir=str(tmp_path / f"run-{phase}"),
                       save_interval="1000ba", callbacks=[recorder])
     trainer.fit()
     return recorder.seen, model
 
 
-@pytest.mark.parametrize("stop", ["5ba", "1ep"])
-def test_torch_dataloader_over_streaming_dataset_resumes_at_the_next_batch(tmp_path, stop):
+@pytest.mark.parametrize("samples,drop_last,stops", [
+    (22, True, ["5ba", "8ba"]),          # 5 full batches of 4 and one of 2, dropped
+    (22, True, ["1ep", "8ba"]),          # after the epoch ended
+    (20, False, ["5ba", "1ep", "8ba"]),  # after its last batch, before it ended; then at its end
+], ids=["mid", "epoch-end", "last-batch-then-end"])
+def test_torch_dataloader_over_streaming_dataset_resumes_at_the_next_batch(tmp_path, samples, drop_last, stops):
     data = str(tmp_path / "data")
-    matrix_job.write_dataset(data, 22)  # 5 full batches of 4 and one of 2, dropped
-    seen, straight = _train(tmp_path, data, "straight", "8ba", None, drop_last=True)
+    matrix_job.write_dataset(data, samples)
+    seen, straight = _train(tmp_path, data, "straight", stops[-1], None, drop_last)
     save = str(tmp_path / "checkpoints")
-    first, _ = _train(tmp_path, data, "first", stop, save, drop_last=True)
-    second, resumed = _train(tmp_path, data, "second", "8ba", save, drop_last=True)
-    assert len(first) == 5 and first + second == seen
+    parts = [_train(tmp_path, data, f"part{i}", stop, save, drop_last) for i, stop in enumerate(stops)]
+    assert [len(part[0]) for part in parts[:2]] == [5, 0 if stops[1] == "1ep" else 3]
+    assert sum((part[0] for part in parts), []) == seen
     for key, value in straight.state_dict().items():
-        assert torch.equal(resumed.state_dict()[key], value)
+        assert torch.equal(parts[-1][1].state_dict()[key], value)

@@ -69,8 +69,9 @@ def align_batch_size(loader: Any) -> int | None:
     return size
 
 
-def save_data_state(loader: Any, timestamp: Timestamp) -> Any:
-    """This rank's data state for a checkpoint taken at `timestamp` (None: nothing to save)."""
+def save_data_state(loader: Any, timestamp: Timestamp, read_epoch: int | None = None) -> Any:
+    """This rank's data state for a checkpoint taken at `timestamp` (None: nothing to save);
+    `read_epoch`: the trainer epoch in which the loader was last iterated."""
     found = stateful_data(loader)
     if found is None:
         return None
@@ -80,9 +81,10 @@ def save_data_state(loader: Any, timestamp: Timestamp) -> Any:
     if timestamp.batch_in_epoch > 0:
         return obj.state_dict(int(timestamp.sample_in_epoch), True)
     state = obj.state_dict(0, True)
-    if timestamp.batch > 0 and _is_position(state):
+    if timestamp.batch > 0 and read_epoch == timestamp.epoch - 1 and _is_position(state):
         # taken after an epoch ended: the dataset still names the finished epoch (its last
-        # iteration), and samples dropped at its end (drop_last) were never trained on
+        # iteration), and samples dropped at its end (drop_last) were never trained on. Not when
+        # that epoch ended without an iteration (EPOCH_USED_UP): the dataset names the next already.
         state = {**state, "epoch": int(state["epoch"]) + 1, "sample_in_epoch": 0}
     return state
 

@@ -161,7 +161,7 @@ class CheckpointSession:
         def collect():
             # this rank's part; the saver gathers every rank's in the background (lists by rank)
             mine = {"rng": rng_state(), "epoch_rng": trainer.epoch_start_rng,
-                    "dataloader": save_data_state(trainer.train_dataloader, trainer.timestamp)}
+                    "dataloader": save_data_state(trainer.train_dataloader, trainer.timestamp, trainer.data_epoch)}
             extra = {
                 "timestamp": trainer.timestamp.state_dict(),
                 "schedulers": [s.state_dict() for s in trainer.schedulers],
