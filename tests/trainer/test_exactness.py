@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from foundry.plugins.atomic_files import is_temp_name
 from foundry.plugins.compute import PAUSED_EXIT_CODE
 from foundry.plugins.manager import open_store
 from foundry.trainer.checkpoint import store_ops
@@ -132,26 +134,43 @@ def test_world_size_1_to_2_full(tmp_path, reference_nodrop):
     _world_change(tmp_path, 1, 2, "full", reference_nodrop)
 
 
-def _kill_during_uploads(save_folder: str, tmp: Path, rounds: int, seed: int) -> None:
-    """Checkpoint every batch with a ~50 MB state; SIGKILL at random moments; `latest` must load."""
+def _in_flight(store, pending_uploads, earlier: set) -> bool:
+    """Whether an upload is in flight (or was left so by a kill): a checkpoint newer than `latest`
+    (files, no pointer yet) or an unfinished write (a local temp file, an S3 multipart upload) that
+    was not there before this round's writer started."""
+    checkpoints = store_ops.list_checkpoints(store)
+    published = max((c.batch for c in checkpoints if c.latest), default=-1)
+    return any(c.batch > published for c in checkpoints) or bool(pending_uploads() - earlier)
+
+
+def _kill_during_uploads(save_folder: str, tmp: Path, rounds: int, seed: int, pending_uploads) -> None:
+    """Checkpoint every batch with a ~50 MB state; SIGKILL at random moments; `latest` must load.
+
+    Each round's writer (resuming from `latest`) must have published a checkpoint of its own and be
+    running when killed; at least one kill must catch an upload in flight (the last round waits for
+    one if no random kill did), so the load below really follows an interrupted upload."""
     rng = random.Random(seed)
     store = open_store(save_folder)
     args = [PY, JOB, "--steps", "100000", "--save-folder", save_folder, "--run-dir", str(tmp / "run"),
             "--save-interval", "1ba", "--width", "512", "--hidden", "4096", "--dropout", "0"]
-    kills_after_first = 0
+    mid_upload_kills = 0
     for i in range(rounds):
-        before = store_ops.read_latest(store)
+        before, earlier = store_ops.read_latest(store), pending_uploads()
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while store_ops.read_latest(store) == before and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert store_ops.read_latest(store) != before, f"round {i}: the writer published no checkpoint in 120 s"
         time.sleep(rng.uniform(0.0, 1.5))
+        if i == rounds - 1 and mid_upload_kills == 0:  # none of the random moments hit an upload: wait for one
+            while not _in_flight(store, pending_uploads, earlier) and time.monotonic() < deadline:
+                time.sleep(0.005)
         proc.kill()
-        proc.wait()
+        assert proc.wait() == -signal.SIGKILL, f"round {i}: the writer ended by itself: {proc.stderr.read()[-3000:]}"
         proc.stderr.close()
-        kills_after_first += 1
         pointer = store_ops.read_latest(store)
+        mid_upload_kills += _in_flight(store, pending_uploads, earlier)
         dest = tmp / f"load{i}"
         with_warnings = []
         import warnings
@@ -166,15 +185,25 @@ def _kill_during_uploads(save_folder: str, tmp: Path, rounds: int, seed: int) ->
         state = torch.load(folder / "state.pt", weights_only=True)
         assert state["model"]
         shutil.rmtree(dest)
-    assert kills_after_first == rounds
+    assert mid_upload_kills >= 1, "no kill caught a checkpoint upload in flight"
 
 
 @pytest.mark.slow
 def test_kill9_during_uploads_local_folder(tmp_path):
-    _kill_during_uploads(str(tmp_path / "ckpt"), tmp_path, rounds=4, seed=1)
+    ckpt = tmp_path / "ckpt"
+
+    def temp_files() -> set:
+        return {os.path.join(d, f) for d, _, files in os.walk(ckpt) for f in files if is_temp_name(f)}
+
+    _kill_during_uploads(str(ckpt), tmp_path, rounds=4, seed=1, pending_uploads=temp_files)
 
 
 @pytest.mark.slow
 @pytest.mark.integration
 def test_kill9_during_uploads_s3(tmp_path, s3_bucket):
-    _kill_during_uploads(f"{s3_bucket.url}/kill/checkpoints", tmp_path, rounds=3, seed=2)
+    client = s3_bucket.client()
+
+    def multipart_uploads() -> set:
+        return {u["UploadId"] for u in client.list_multipart_uploads(Bucket=s3_bucket.name).get("Uploads", [])}
+
+    _kill_during_uploads(f"{s3_bucket.url}/kill/checkpoints", tmp_path, rounds=3, seed=2, pending_uploads=multipart_uploads)
