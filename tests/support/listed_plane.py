@@ -7,14 +7,15 @@ from __future__ import annotations
 import time
 
 
-def make_run(name: str, status: str, created: float, max_steps: int = 2000, env: dict | None = None):
+def make_run(name: str, status: str, created: float, max_steps: int = 2000, env: dict | None = None,
+             cluster: str = "local"):
     from foundry.app.control.models import Resumption, RunInfo
 
-    res = [Resumption(0, "local", "local", 1, 2, status, "job-0", started_at=created,
+    res = [Resumption(0, cluster, "local", 1, 2, status, "job-0", started_at=created,
                       ended_at=None if status in ("pending", "running") else created + 130)]
     spec = {"name": name, "command": "python job.py", "compute": {"cluster": "local", "gpus": 2},
             "env_variables": env or {}, "parameters": {"max_duration": f"{max_steps}ba"}}
-    return RunInfo(name, f"id-{name}", status, "local", 1, 2, created, created, 0, 0, spec, res)
+    return RunInfo(name, f"id-{name}", status, cluster, 1, 2, created, created, 0, 0, spec, res)
 
 
 def listed_plane(home, runs: list, metrics: dict):
