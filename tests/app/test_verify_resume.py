@@ -78,8 +78,10 @@ def test_a_learning_rate_set_outside_the_checkpoint_is_named_before_any_loss_dif
     assert "Trainer(schedulers=...)" in first["hint"] and result["final_equal"] is False
 
 
-def test_bad_input_is_one_line_and_exit_2(cli):
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path):
     code, _, err = cli("verify-resume", "--steps", "3", "--", sys.executable, str(JOB))
     assert code == 2 and "--steps 3 is too few for 2 stops" in err
     code, _, err = cli("verify-resume")
     assert code == 2 and "nothing to verify" in err
+    code, _, err = cli("verify-resume", "--work-dir", str(tmp_path / "w"), "--", "no-such-python", "train.py")
+    assert code == 2 and "cannot start 'no-such-python'" in err

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.plugins.errors import FoundryError
+from foundry.plugins.errors import ConfigError, FoundryError
 
 from .compare import RunRecord
 from .plan import Plan, Stop
@@ -79,9 +79,14 @@ def _segment(target: Target, plan: Plan, world_size: int, folder: Path, index: i
     if stop is not None:
         env["FOUNDRY_VERIFY_STOP"] = f"{stop.kind}:{stop.at}"
     log_path = folder / f"segment{index}.log"
+    argv = target.argv(world_size, folder / "torchelastic")
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(target.argv(world_size, folder / "torchelastic"), cwd=target.cwd, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, cwd=target.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ConfigError(f"cannot start {argv[0]!r}: {exc.strerror}",
+                              hint="give the program's full path, or activate the environment that has it") from None
     try:
         rc = _drive(proc, folder, index, stop, time.monotonic() + timeout)
     finally:
