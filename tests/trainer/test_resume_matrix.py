@@ -17,7 +17,9 @@ World size (torchrun, gloo): 2 -> 2 bitwise, 2 -> 1 (same global batch) batches 
 losses within floating-point tolerance.
 
 Processes are reused: the straight and same-process runs run in the test process, every fresh
-process runs all its cases one after the other.
+process runs all its cases one after the other. The other ways of feeding data (torch's DataLoader
+over a StreamingDataset, a DistributedSampler, an eval loader, kill -9 stops) are in
+test_loader_kinds.py.
 """
 
 from __future__ import annotations
