@@ -73,7 +73,7 @@ def add_fleet(fleet, tmp_path: Path, name: str, hosts: str, gpus_per_host: int) 
         assert proc.returncode == 0, proc.stderr
         assert b"PRIVATE KEY" not in proc.stdout + proc.stderr
     foundry("create", "cluster", name, "--provider", "ssh", "-o", f"hosts={hosts}", "-o", f"gpus_per_host={gpus_per_host}",
-            "-o", "secret=fleet-key", "-o", f"python={sys.executable}", "-o", "connect_timeout=3",
+            "-o", "secret=fleet-key", "-o", f"python={sys.executable}", "-o", "connect_timeout=5",
             "-o", f"remote_dir={tmp_path / 'remote' / '{host}'}")
 
 

@@ -23,7 +23,16 @@ UNREACHABLE_EXIT = 255   # ssh's own failures (connect, auth, host key); the rem
 
 
 class HostUnreachable(ProviderError):
-    """ssh could not reach the host (refused, timed out, no route, the link went away)."""
+    """ssh could not reach the host. `definite`: the host itself is not there (connection refused, no
+    route, the TCP connect timed out); otherwise it may only be slow (sshd did not send its banner in
+    time on a loaded machine, or the command did not finish): no evidence that the job is gone."""
+
+    def __init__(self, message: str, hint: str | None = None, definite: bool = False):
+        super().__init__(message, hint)
+        self.definite = definite
+
+
+_GONE = ("Connection refused", "No route to host", "Network is unreachable", "Host is down")
 
 
 def materialize_key(state_dir: Path, key: bytes) -> Path:
@@ -95,4 +104,5 @@ def ssh_error(host: Host, stderr: str, known_hosts: str) -> ProviderError:
     if "Permission denied" in text or "Too many authentication failures" in text:
         return CredentialsError(f"ssh {host}: the key was refused ({last})",
                                 hint="add the secret's public key to the host's ~/.ssh/authorized_keys")
-    return HostUnreachable(f"ssh {host}: {last}", hint="is the host up and its sshd running?")
+    definite = any(m in text for m in _GONE) or ("Connection timed out" in text and "banner exchange" not in text)
+    return HostUnreachable(f"ssh {host}: {last}", hint="is the host up and its sshd running?", definite=definite)

@@ -6,8 +6,11 @@ secret files (over ssh's stdin, 0600) and the host's GPU lease taken (leases.py)
 chosen serves the c10d rendezvous; then each host's launcher (host_job.py) starts detached and its
 pid + start time go into the handle. Per host, REMOTE_DIR/jobs/RUN-rN-TOKEN/ holds job.json, job.log,
 ranks/rank-N.{pid,log,exit} and exit.json, as the local provider keeps them.
-status(): every host's record. A host that does not answer makes the job LOST (retry-eligible): the
-hosts still running it are killed (they cannot go on without it) so their GPUs are free for the retry.
+status(): every host's record. A host that is not there (connection refused, no route, connect timed
+out; asked twice) while another host of the job answers makes the job LOST (retry-eligible): the hosts
+still running it are killed (they cannot go on without it) so their GPUs are free for the retry. No
+host answering, or one only slow (no ssh banner in time), is no evidence: UNKNOWN, and the watchdog's
+heartbeat rule decides.
 stop(): graceful sends one SIGTERM to each training process through its recorded pid (exit 75 ->
 PAUSED); a hard stop SIGKILLs each rank's process group.
 
@@ -35,6 +38,7 @@ from .config import Host, SshConfig
 from .remote import BUSY_EXIT
 
 AGENT = "foundry.backends.compute.ssh.remote"
+CONFIRM_S = 2.0   # before a host that does not answer counts as gone, it is asked once more
 
 
 class HostBusy(ProviderError):
@@ -155,7 +159,15 @@ class SshProvider:
                     break
                 try:
                     chosen.append(self._prepare_host(host, request, token, job_id))
-                except (HostUnreachable, HostBusy) as exc:
+                except HostUnreachable as exc:
+                    if exc.definite:
+                        skipped.append(exc.message)
+                        continue
+                    try:   # only slow (a loaded host): once more
+                        chosen.append(self._prepare_host(host, request, token, job_id))
+                    except (HostUnreachable, HostBusy) as again:
+                        skipped.append(again.message)
+                except HostBusy as exc:
                     skipped.append(exc.message)
             if len(chosen) < request.nodes:
                 raise ProviderError(f"ssh cluster {self.config.name!r}: {len(chosen)} of the {request.nodes} host(s) "
@@ -229,17 +241,28 @@ class SshProvider:
             except HostUnreachable as exc:
                 return str(host), exc
 
-        with ThreadPoolExecutor(max_workers=min(8, len(handle.data["hosts"]))) as pool:
-            for host, answer in pool.map(one, self._hosts(handle)):
-                if isinstance(answer, HostUnreachable):
-                    gone.append(f"host {host} stopped answering ({answer.message})")
-                else:
-                    results[host] = answer
+        slow: list[str] = []
+        hosts = self._hosts(handle)
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+            answers = list(pool.map(one, hosts))
+            again = [i for i, (_, a) in enumerate(answers) if isinstance(a, HostUnreachable) and a.definite]
+            if again:   # a host gone is asked once more: a blip of the link is not a lost job
+                time.sleep(CONFIRM_S)
+                for i, answer in zip(again, pool.map(one, [hosts[i] for i in again])):
+                    answers[i] = answer
+        for host, answer in answers:
+            if isinstance(answer, HostUnreachable):
+                (gone if answer.definite else slow).append(f"host {host} stopped answering ({answer.message})")
+            else:
+                results[host] = answer
         vanished = [f"the launcher on {h} disappeared without an exit record"
                     for h, r in results.items() if r["exit"] is None and not r["alive"]]
-        if gone or vanished:
+        if vanished or (gone and results):
+            # evidence: a host of the job answered (this machine's network works) and another is not there
             self._kill_survivors(handle, results)
             return JobStatus(JobState.LOST, exit_code=None, reason="; ".join(gone + vanished), nodes=nodes)
+        if gone or slow:   # no host answered, or one is only slow: no evidence (the watchdog's heartbeat decides)
+            return JobStatus(JobState.UNKNOWN, reason="; ".join(gone + slow), nodes=nodes)
         if any(r["exit"] is None for r in results.values()):
             stopping = any(r["stop"] for r in results.values())
             return JobStatus(JobState.STOPPING if stopping else JobState.RUNNING, nodes=nodes)

@@ -98,7 +98,52 @@ def test_ssh_failures_say_what_to_do():
     refused = ssh_error(host, "root@10.0.0.1: Permission denied (publickey).", "/kh")
     assert isinstance(refused, CredentialsError) and "authorized_keys" in refused.hint
     down = ssh_error(host, "ssh: connect to host 10.0.0.1 port 22: Connection timed out", "/kh")
-    assert isinstance(down, HostUnreachable) and "Connection timed out" in down.message
+    assert isinstance(down, HostUnreachable) and "Connection timed out" in down.message and down.definite
+    assert ssh_error(host, "ssh: connect to host 10.0.0.1 port 22: Connection refused", "/kh").definite
+    slow = ssh_error(host, "Connection timed out during banner exchange", "/kh")   # sshd there, busy
+    assert isinstance(slow, HostUnreachable) and not slow.definite
+
+
+def fake_agent(answers: dict):
+    """`_agent` for status(): each host's answer, or the HostUnreachable it raises."""
+    def agent(host, python, *args, **kw):
+        answer = answers[str(host)]
+        if isinstance(answer, Exception):
+            raise answer
+        if args[0] == "signal":   # a kill: its launcher writes the exit record and ends
+            answers[str(host)] = {**answer, "alive": False, "exit": {"state": "failed"}}
+            return {"signalled": [1]}
+        return answer
+    return agent
+
+
+RUNNING = {"exit": None, "alive": True, "ranks": 1, "stop": False}
+GONE = HostUnreachable("ssh h: Connection refused", definite=True)
+SLOW = HostUnreachable("ssh h: Connection timed out during banner exchange")
+
+
+@pytest.mark.parametrize("first, second, state", [
+    (RUNNING, GONE, JobState.LOST),        # a peer answered: this machine's network works, the host is gone
+    (GONE, GONE, JobState.UNKNOWN),        # nobody answered: maybe it is us (the heartbeat decides)
+    (RUNNING, SLOW, JobState.UNKNOWN),     # only slow: no evidence
+    (RUNNING, RUNNING, JobState.RUNNING),
+])
+def test_a_host_is_lost_only_on_evidence(tmp_path, monkeypatch, first, second, state):
+    from foundry.backends.compute.ssh import provider as provider_module
+    from foundry.plugins.compute import JobHandle
+
+    p = provider(tmp_path)
+    monkeypatch.setattr(provider_module, "CONFIRM_S", 0.0)
+    answers = {"root@10.0.0.1": first, "ubuntu@10.0.0.2:2222": second}
+    monkeypatch.setattr(p, "_agent", fake_agent(answers))
+    handle = JobHandle("ssh", "fleet", "ssh-1", {"nodes": 2, "hosts": [
+        {"host": "root@10.0.0.1", "python": "py", "job_dir": "/j"},
+        {"host": "ubuntu@10.0.0.2:2222", "python": "py", "job_dir": "/j"}]})
+    status = p.status(handle)
+    assert status.state == state
+    if state == JobState.LOST:   # the survivor was killed (its GPUs are free for the retry)
+        assert "10.0.0.2:2222 stopped answering" in status.reason
+        assert answers["root@10.0.0.1"]["alive"] is False
 
 
 def test_the_key_is_a_0600_file_and_never_on_a_plan(tmp_path):
