@@ -18,7 +18,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from foundry.plugins.errors import ConfigError, ConfigValueError, DataValueError, config_errors_as_value_errors
 
-from .cache import Evictor, ShardCache, UseSchedule, lend_reader_core
+from .cache import Evictor, ShardCache, UseSchedule, check_cache_limit, lend_reader_core
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .batch_reads import WorkerBatches
 from .iterator import EpochPlan, iterate, iterate_batches
@@ -160,7 +160,9 @@ class StreamingDataset(IterableDataset):
                                [s.choose for s in self.streams], epoch_samples, self.shuffle_seed)
         shares = stream_proportions(stream_totals, [s.proportion for s in self.streams], choose.tolist(), epoch_size)
         self._layout = make_layout(sizes, choose.tolist(), shares.tolist())
-        self._evictor = Evictor(self._caches, parse_bytes(cache_limit) or None)  # as mosaic: 0 is no limit
+        limit = parse_bytes(cache_limit) or None  # as mosaic: 0 is no limit
+        check_cache_limit(self._caches, limit)
+        self._evictor = Evictor(self._caches, limit)
         self._readers = ReaderPool(self._infos, self._locator.ensure, allow_unsafe_types, refetch_deleted=self._needs_work)
         self._counter = EpochCounter()
         self._worker_batches: WorkerBatches | None = None  # set by StreamingDataLoader for its workers

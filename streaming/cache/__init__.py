@@ -7,9 +7,9 @@ hand; stale temporary files are removed by the next download of the same shard.
 """
 
 from .decompress_slot import lend_reader_core
-from .evict import Evictor, parse_bytes
+from .evict import Evictor, check_cache_limit, parse_bytes
 from .prefetch import Prefetcher
 from .schedule import UseSchedule
 from .shards import ShardCache
 
-__all__ = ["Evictor", "Prefetcher", "ShardCache", "UseSchedule", "lend_reader_core", "parse_bytes"]
+__all__ = ["Evictor", "Prefetcher", "check_cache_limit", "ShardCache", "UseSchedule", "lend_reader_core", "parse_bytes"]

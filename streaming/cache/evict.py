@@ -24,6 +24,19 @@ from .shards import ShardCache
 MIN_SHARDS_IN_LIMIT = 4
 
 
+def check_cache_limit(caches: Sequence[ShardCache], limit: int | None) -> None:
+    """mosaicml-streaming 0.13 refuses a cache_limit under four of the largest shard (its raw and
+    compressed files together): so does Foundry, with the same ValueError."""
+    if limit is None:
+        return
+    biggest = max(((f.raw_bytes or 0) + (f.zip_bytes or 0) for c in caches for i in range(len(c.shards))
+                   for f in c.files(i)), default=0)
+    if limit < MIN_SHARDS_IN_LIMIT * biggest:
+        raise ConfigValueError(f"cache_limit {limit} bytes is too low: it must hold at least "
+                               f"{MIN_SHARDS_IN_LIMIT} of the largest shard ({biggest} bytes, raw and compressed)",
+                               hint=f"raise cache_limit to {MIN_SHARDS_IN_LIMIT * biggest} bytes or more")
+
+
 class Evictor:
     """Keeps the shards of `caches` (a dataset's streams, shards numbered globally) under `limit`."""
 
@@ -35,15 +48,11 @@ class Evictor:
         self._warned_thrash = False
         self._sizes = np.array([(s.raw_bytes or 0) + ((s.zip_bytes or 0) if c.keep_zip else 0)
                                 for c, i in self._index for s in [c.shards[i]]], dtype=np.int64)
-        if limit is not None:
-            # mosaicml-streaming 0.13 refuses a limit under four of the largest shard (raw and
-            # compressed files together): so does Foundry, with the same ValueError
-            biggest = max((f.raw_bytes or 0) + (f.zip_bytes or 0) for c in self.caches for i in range(len(c.shards))
-                          for f in c.files(i)) if self._index else 0
-            if limit < MIN_SHARDS_IN_LIMIT * biggest:
-                raise ConfigValueError(f"cache_limit {limit} bytes is too low: it must hold at least "
-                                       f"{MIN_SHARDS_IN_LIMIT} of the largest shard ({biggest} bytes, raw and compressed)",
-                                       hint=f"raise cache_limit to {MIN_SHARDS_IN_LIMIT * biggest} bytes or more")
+        if limit is not None:  # (StreamingDataset refuses less than 4 shards first, as mosaic does)
+            biggest = max((s.raw_bytes or 0) + (s.zip_bytes or 0) for c in self.caches for s in c.shards) if self._index else 0
+            if limit < biggest:
+                raise ConfigValueError(f"cache_limit {limit} bytes is smaller than one shard ({biggest} bytes)",
+                                       hint="raise cache_limit to hold at least a few shards")
 
     def maybe_evict(self, protect: Iterable[int] | Callable[[], tuple[Iterable[int], int]] = (),
                     schedule: UseSchedule | None = None, lookahead: int = 0) -> int:
