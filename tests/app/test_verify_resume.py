@@ -5,6 +5,7 @@ caught, with the first differing step and that generator named."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +77,24 @@ def test_a_learning_rate_set_outside_the_checkpoint_is_named_before_any_loss_dif
     assert (first["step"], first["resumption"], first["resumed_from"]) == (6, 1, "ep0-ba4")
     assert first["parts"] == ["optimizer:hyperparameters"] and first["first_loss_step"] is None
     assert "Trainer(schedulers=...)" in first["hint"] and result["final_equal"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_run_spec_on_two_processes_resumes_exactly_and_leaves_no_process_behind(cli, tmp_path):
+    spec = tmp_path / "run.yaml"
+    spec.write_text(f"name: noisy\ncommand: [{sys.executable!r}, {str(JOB)!r}, --noise, global]\n"
+                    "compute: {cluster: local, gpus: 2}\nenv_variables: {OMP_NUM_THREADS: '1'}\n")
+    code, out, err = cli("verify-resume", "--json", "-f", str(spec), "--steps", "6", "--work-dir", str(tmp_path / "w"))
+    assert code == 0, out + err
+    report = json.loads(out)
+    assert report["ok"] and report["world_sizes"] == [2]  # the spec's gpus, under torchrun
+    starts = [json.loads(line) for path in (tmp_path / "w").glob("*/probe/rank*.jsonl")
+              for line in path.read_text().splitlines() if '"start"' in line]
+    assert len(starts) == 8  # 2 ranks x (1 straight + 3 stopped processes)
+    for row in starts:  # the ranks torchrun started in sessions of their own, the killed ones included
+        with pytest.raises(ProcessLookupError):
+            os.kill(row["pid"], 0)
 
 
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path):
