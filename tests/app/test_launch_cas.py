@@ -117,3 +117,26 @@ def test_racing_secret_creates_keep_one_value(cp, tmp_path):
     assert "created env secret raced" in results[winners[0]].stderr
     assert cp.secrets.injection("raced").env == {"TOKEN": f"value-of-racer-{winners[0]}"}
     assert [p.name for p in cp.paths.secrets_dir.glob("*.json")] == ["raced.json"]
+
+
+@pytest.mark.slow
+def test_racing_watchdogs_and_resumes_relaunch_a_lost_run_once(cp, pausable, tmp_path):
+    """A run lost with a retry left, three `foundry watch --once` and three `foundry resume` at the
+    same instant: one of the six relaunches it (the watchdog's retry or a person's resume), once:
+    one new resumption, one new job."""
+    cp.create_run({"name": "lost-raced", "command": pausable, "scheduling": {"max_retries": 1}})
+    wait_for(lambda: started_jobs(cp, "lost-raced"), 90, what="the job started")
+    pid_file = cp.paths.resumption_dir("lost-raced", 0) / "ranks" / "rank-0.pid"
+    os.kill(int(pid_file.read_text().split()[0]), 9)
+    wait_for(lambda: (cp.paths.resumption_dir("lost-raced", 0) / "exit.json").exists(), 60, what="the job's end")
+    results = race(tmp_path, [["watch", "--once"]] * 3 + [["resume", "lost-raced"]] * 3, tag="lost")
+    retried = [r for r in results[:3] if "lost-raced: retried as resumption 1" in r.stderr]
+    resumed = [r for r in results[3:] if r.returncode == 0]
+    # (a resume's own watchdog pass may be the one that retries it: then no racer says so)
+    assert len(retried) + len(resumed) <= 1, [(r.returncode, r.stderr) for r in results]
+    assert all(r.returncode == 0 for r in results[:3]) and all(r.returncode in (0, 2) for r in results[3:])
+    run = cp.get_run("lost-raced")
+    assert [r.state for r in run.resumptions][0] == "lost" and len(run.resumptions) == 2
+    wait_for(lambda: "started-1-0" in started_jobs(cp, "lost-raced"), 90, what="the relaunched job")
+    time.sleep(2)
+    assert started_jobs(cp, "lost-raced") == ["started-0-0", "started-1-0"]
