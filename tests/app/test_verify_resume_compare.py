@@ -100,3 +100,13 @@ def test_world_sizes_are_parsed_and_bad_ones_refused():
     assert parse_world_sizes("2, 1,2") == (2, 1)
     with pytest.raises(ConfigError, match="--world-sizes"):
         parse_world_sizes("2,zero")
+
+
+def test_one_process_runs_the_command_itself_and_more_run_it_under_torchrun(tmp_path):
+    from foundry.app.control.verify.runner import Target
+
+    assert Target(("python", "train.py", "--x"), tmp_path).argv(1, tmp_path) == ["python", "train.py", "--x"]
+    under = Target(("python", "-m", "pkg.train"), tmp_path).argv(2, tmp_path)
+    assert under[:3] == ["python", "-m", "torch.distributed.run"] and "--nproc-per-node=2" in under
+    assert under[-2:] == ["-m", "pkg.train"]  # torchrun's own -m: the module, as the user gave it
+    assert "--no-python" in Target(("bash", "-c", "python t.py"), tmp_path).argv(2, tmp_path)

@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ class Target:
                     f"--log-dir={log_dir}"]  # torchrun's own records: not a folder left in /tmp
         if _PYTHON.match(os.path.basename(first)) and rest:
             return [first, *torchrun, *rest]  # `python script.py ...` or `python -m module ...`
-        return ["python3", *torchrun, "--no-python", first, *rest]
+        return [sys.executable, *torchrun, "--no-python", first, *rest]  # this environment's torchrun
 
 
 def run_training(target: Target, plan: Plan, world_size: int, folder: Path, stops: tuple[Stop, ...],
