@@ -192,33 +192,48 @@ def test_world_size_2_to_2_bitwise_and_2_to_1_same_batches(tmp_path):
     data = str(tmp_path / "data")
     matrix_job.write_dataset(data, SAMPLES)
     jobs, second, one = [], [], []
-    for case in WORLD_KINDS:
+    killed = replace(WORLD_KINDS[0], name="w-torch-kill", mode="kill")  # its straight run is w-torch's
+    for case in WORLD_KINDS + [killed]:
         save = str(tmp_path / case.name / "checkpoints")
-        jobs += [_job(case, tmp_path, data, "straight", f"{case.name}/straight", f"{case.name}/straight-out"),
-                 _job(case, tmp_path, data, "first", f"{case.name}/r2", f"{case.name}/first-out", save_url=save)]
+        if case is not killed:
+            jobs.append(_job(case, tmp_path, data, "straight", f"{case.name}/straight", f"{case.name}/straight-out"))
+            jobs.append(_job(case, tmp_path, data, "first", f"{case.name}/r2", f"{case.name}/first-out", save_url=save))
         second.append(_job(case, tmp_path, data, "second", f"{case.name}/r2", f"{case.name}/two-out", save_url=save))
         if case.loader != "map_sampler":
             one.append(_job(case, tmp_path, data, "second", f"{case.name}/r1", f"{case.name}/one-out",
                             save_url=str(tmp_path / case.name / "checkpoints-1"), load_path=f"{save}/ep1-ba{STOP}"))
-    for tag, batch, nproc in (("first", jobs, 2), ("second", second, 2), ("one", one, 1)):
+    kill = [_job(killed, tmp_path, data, "first", f"{killed.name}/r2", f"{killed.name}/first-out",
+                 save_url=str(tmp_path / killed.name / "checkpoints"))]
+    for tag, batch, nproc in (("first", jobs, 2), ("kill", kill, 2), ("second", second, 2), ("one", one, 1)):
         proc = _run_jobs(batch, tmp_path, tag, nproc=nproc)
-        assert proc.returncode == 0, proc.stderr[-6000:]
-    for case in WORLD_KINDS:
+        assert tag == "kill" or proc.returncode == 0, proc.stderr[-6000:]  # "kill": both ranks kill -9 themselves
+    for case in WORLD_KINDS + [killed]:
         out = tmp_path / case.name
-        assert json.loads((out / "first-out" / "result.json").read_text())["paused"]
-        ref = _global_batches(out / "straight-out", 2)
+        straight = tmp_path / (WORLD_KINDS[0].name if case is killed else case.name) / "straight-out"
+        first_out = out / "first-out"
+        if case is killed:  # one batch past the checkpoint: cut there
+            for rank in range(2):
+                for name in (f"seen-rank{rank}.json", f"losses-rank{rank}.json"):
+                    cut = json.loads((first_out / name).read_text())
+                    assert len(cut if isinstance(cut, list) else cut["losses"]) == STOP + 1  # killed, not finished
+                    cut = cut[:STOP] if isinstance(cut, list) else \
+                        {"losses": cut["losses"][:STOP], "evals": [e for e in cut["evals"] if e[0] <= STOP]}
+                    (first_out / name).write_text(json.dumps(cut))
+        else:
+            assert json.loads((first_out / "result.json").read_text())["paused"]
+        ref = _global_batches(straight, 2)
         assert len(ref) == STEPS
-        assert _global_batches(out / "first-out", 2) + _global_batches(out / "two-out", 2) == ref, case.name
-        _, ref_losses, ref_evals = _read(out / "straight-out")
-        _, first_losses, first_evals = _read(out / "first-out")
+        assert _global_batches(first_out, 2) + _global_batches(out / "two-out", 2) == ref, case.name
+        _, ref_losses, ref_evals = _read(straight)
+        _, first_losses, first_evals = _read(first_out)
         _, two_losses, two_evals = _read(out / "two-out")
         assert first_losses + two_losses == ref_losses and first_evals + two_evals == ref_evals, case.name
-        ref_params = torch.load(out / "straight-out" / "params.pt")
+        ref_params = torch.load(straight / "params.pt")
         two = torch.load(out / "two-out" / "params.pt")
         assert all(torch.equal(two[k], v) for k, v in ref_params.items()), f"{case.name}: 2 -> 2 differs"
         if case.loader == "map_sampler":
             continue
-        assert _global_batches(out / "first-out", 2) + _global_batches(out / "one-out", 1) == ref, case.name
+        assert _global_batches(first_out, 2) + _global_batches(out / "one-out", 1) == ref, case.name
         _, one_losses, _ = _read(out / "one-out")
         assert one_losses == pytest.approx(ref_losses[STOP:], rel=1e-5, abs=1e-6), case.name
         one_params = torch.load(out / "one-out" / "params.pt")
