@@ -6,6 +6,7 @@ Errors are ConfigError with the file, the key path, what is wrong and what is al
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,11 @@ def load_spec(path: str | Path, name: str | None = None) -> RunSpec:
     path = Path(path)
     try:
         with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > SPEC_MAX_BYTES:   # said with the file's own size (a pipe reports 0: read below)
+                raise ConfigError(f"{path.name}: {size:,} bytes is too large for a Foundry YAML file "
+                                  f"(limit {SPEC_MAX_BYTES:,})",
+                                  hint="keep large data in a file or a bucket the job reads, not in the YAML")
             raw = fh.read(SPEC_MAX_BYTES + 1)   # never more than the limit, whatever the file's size
     except FileNotFoundError:
         raise ConfigError(f"run spec {str(path)!r} does not exist") from None

@@ -47,7 +47,7 @@ def test_a_few_megabytes_of_spec_are_refused_by_size_not_blamed_on_aliases(cli, 
     spec.write_text("name: big\ncommand: echo\nparameters:\n  values:\n" + values)
     assert spec.stat().st_size > 3_000_000
     line = _one_line(*cli("run", "-f", str(spec), "--dry-run")[::2])
-    assert "bytes is too large for a Foundry YAML file (limit 1,048,576)" in line
+    assert f"big.yaml: {spec.stat().st_size:,} bytes is too large for a Foundry YAML file (limit 1,048,576)" in line
     assert "alias" not in line
     _nothing_started(cp)
 
