@@ -25,6 +25,15 @@ RACER = textwrap.dedent("""
     open(ready, "w").close()
     while not os.path.exists(go):
         time.sleep(0.001)
+    if sys.argv[3] == "--sdk-move":   # the SDK's move (the TUI's `m`): pause, wait, resume elsewhere
+        from foundry.app.control import ControlPlane
+        from foundry.plugins.errors import FoundryError
+        try:
+            ControlPlane().runs.move(sys.argv[4], gpus=int(sys.argv[5]), timeout=90)
+        except FoundryError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        sys.exit(0)
     main(sys.argv[3:])
 """)
 
@@ -140,3 +149,24 @@ def test_racing_watchdogs_and_resumes_relaunch_a_lost_run_once(cp, pausable, tmp
     wait_for(lambda: "started-1-0" in started_jobs(cp, "lost-raced"), 90, what="the relaunched job")
     time.sleep(2)
     assert started_jobs(cp, "lost-raced") == ["started-0-0", "started-1-0"]
+
+
+@pytest.mark.slow
+def test_racing_creates_and_moves_launch_once(cp, pausable, tmp_path):
+    """Four `foundry run -f` of one spec at once: one run, one job. Then three SDK moves of it at
+    once (pause, wait, resume with 2 processes): it pauses once and one move resumes it; the other
+    moves are refused, and no second copy starts."""
+    spec = tmp_path / "run.yaml"
+    spec.write_text(f"name: made-once\ncommand: {pausable!r}\n")
+    results = race(tmp_path, [["run", "-f", str(spec)]] * 4, tag="create")
+    assert sorted(r.returncode for r in results) == [0, 2, 2, 2], [(r.returncode, r.stderr) for r in results]
+    assert all("a run named 'made-once' already exists" in r.stderr for r in results if r.returncode)
+    wait_for(lambda: started_jobs(cp, "made-once") == ["started-0-0"], 90, what="the one job")
+    wait_for(lambda: cp.get_run("made-once").status == "running", 60, what="running")
+    results = race(tmp_path, [["--sdk-move", "made-once", "2"]] * 3, tag="move")
+    assert sorted(r.returncode for r in results) == [0, 2, 2], [(r.returncode, r.stderr) for r in results]
+    run = cp.get_run("made-once")
+    assert [(r.index, r.devices) for r in run.resumptions] == [(0, 1), (1, 2)]
+    wait_for(lambda: len(started_jobs(cp, "made-once")) == 3, 90, what="the moved job's two ranks")
+    time.sleep(2)
+    assert started_jobs(cp, "made-once") == ["started-0-0", "started-1-0", "started-1-1"]
