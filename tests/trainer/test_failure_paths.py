@@ -25,7 +25,6 @@ def _trainer(tmp_path, save: str, **kwargs) -> Trainer:
                    save_folder=save, save_interval="1ba", **kwargs)
 
 
-@pytest.mark.slow  # two trainers with checkpoints: ~4 s on 2 busy cores
 def test_autoresume_from_a_latest_whose_checkpoint_is_missing_stops(tmp_path):
     save = str(tmp_path / "ckpt")
     _trainer(tmp_path, save, max_duration="2ba", save_num_checkpoints_to_keep=1).fit()
