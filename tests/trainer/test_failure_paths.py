@@ -72,6 +72,7 @@ _RAISES_IN_FIT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("where,persistent", [("train", "0"), ("eval", "1")])
 def test_an_error_in_fit_with_dataloader_workers_exits_with_the_error(tmp_path, where, persistent):

@@ -33,7 +33,7 @@ import torch
 from . import matrix_job
 from .matrix_job import Case
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]  # torchrun and fresh processes; no server
 
 SAMPLES = 46  # 5 global batches of 8 and one of 6: drop_last drops one
 STEPS, STOP = 14, 9
