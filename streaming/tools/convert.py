@@ -109,7 +109,9 @@ def convert(
         raise ConfigError("--workers must be at least 1")
     parts = split(kind, src, workers)
     total = sum(len(p.files) for p in parts) if kind == "images" else None
-    options = {"compression": compression, "hashes": hashes, "size_limit": size_limit, "exist_ok": exist_ok}
+    options = {"compression": compression, "size_limit": size_limit, "exist_ok": exist_ok}
+    if hashes is not None:  # None: the writer's default (MDSWriter reads hashes=None as "none")
+        options["hashes"] = hashes
     ctx = multiprocessing.get_context("spawn")
     # A shared counter only when worker processes exist: creating one needs file descriptors that
     # hosts capturing stdio (the TUI) cannot hand over.

@@ -196,8 +196,9 @@ def tokenize_to_mds(
     # created is removed too, so nothing half-written stays behind.
     created = "://" not in dst and not Path(dst).expanduser().exists()
     try:
-        with MDSWriter(out=dst, columns=COLUMNS, compression=compression, hashes=hashes, size_limit=size_limit,
-                       exist_ok=exist_ok) as writer:
+        chosen = {} if hashes is None else {"hashes": hashes}  # None: the writer's default, not "none"
+        with MDSWriter(out=dst, columns=COLUMNS, compression=compression, size_limit=size_limit,
+                       exist_ok=exist_ok, **chosen) as writer:
             for sample in token_samples(docs, tokenizer, opts, counts):
                 writer.write({"tokens": sample})
                 written += 1
