@@ -264,9 +264,11 @@ class StreamingDataset(IterableDataset):
         lend_reader_core(topo.alone_on_node)
         sample = None
         # the plan's shards still drive prefetch, open and eviction; a subclass's transform, or a
-        # plan that yields some sample twice (its arrays would share the map: an in-place change to
-        # the first would show in the second), reads through __getitem__ / get_item
-        if self._transforms_samples() or _repeats_a_sample(plan, self._layout.shard_offsets):
+        # plan that yields some sample twice from a map (its arrays would share it: an in-place
+        # change to the first would show in the second; DataLoader workers read with pread, each
+        # sample its own bytes), reads through __getitem__ / get_item
+        if self._transforms_samples() or (get_worker_info() is None
+                                          and _repeats_a_sample(plan, self._layout.shard_offsets)):
             first = self._layout.shard_offsets.tolist()
             sample = lambda shard, index: self[first[shard] + index]  # noqa: E731
         batches = self._worker_batches

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from foundry.plugins.errors import DataError
+from foundry.plugins.errors import DataError, DataFileNotFoundError
 
 from .encodings import get_encoding
 from .index import SPLIT_FORMATS, ShardInfo
@@ -52,7 +52,7 @@ class ShardReader:
                 # process with SIGSEGV there, with no Python error; the file never changes.
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
         except FileNotFoundError:
-            raise DataError(f"shard file {path} does not exist") from None
+            raise DataFileNotFoundError(f"shard file {path} does not exist") from None
 
     def _read_offsets(self, buf: Any, where: str, size: int | None = None) -> list[int]:
         if len(buf) < 4:
@@ -168,7 +168,7 @@ class MDSShardFileReader(MDSShardReader):
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            raise DataError(f"shard file {self.path} does not exist") from None
+            raise DataFileNotFoundError(f"shard file {self.path} does not exist") from None
         try:
             size = os.fstat(fd).st_size
             head = os.pread(fd, 4 * (self.info.samples + 2), 0)
