@@ -60,13 +60,16 @@ def placements_for(spec: RunSpec) -> list[Placement]:
 USABLE_NODE_STATES = ("idle", "mixed", "allocated", "completing")   # up: can run a job now or soon
 
 
-def check_available(place: Placement, desc: dict[str, Any] | None) -> None:
-    """Refuse a cluster that cannot take the placement *now* (the watchdog's failover choice): it
-    cannot be asked (describe failed), or fewer of its nodes are up than the placement needs."""
+def check_available(place: Placement, desc: dict[str, Any] | None, nodes_up: bool = True) -> None:
+    """Refuse a cluster that cannot take the placement *now* (the watchdog's relaunch): it cannot be
+    asked (describe failed), or (`nodes_up`, the failover choice) fewer of its nodes are up than the
+    placement needs."""
     from foundry.plugins.errors import ProviderError
 
     if desc is None:
         raise ProviderError(f"cluster {place.cluster!r} cannot be reached now")
+    if not nodes_up:
+        return
     nodes = desc.get("node_list")
     if isinstance(nodes, list) and nodes:
         up = sum(1 for n in nodes if str(n.get("state", "")).split("+")[0].lower() in USABLE_NODE_STATES)

@@ -45,13 +45,14 @@ class Launcher:
         self.paths, self.registry, self.clusters, self.secrets = paths, registry, clusters, secrets
 
     def plan(self, spec: RunSpec, run_id: str, idx: int, place: Placement,
-             submit_dir: str | None = None, now: bool = False) -> Planned:
-        """The provider's dry run for this placement; ConfigError when the cluster cannot honour it
-        (with `now`, ProviderError also when it cannot take it now: unreachable, nodes down)."""
+             submit_dir: str | None = None, now: str | None = None) -> Planned:
+        """The provider's dry run for this placement; ConfigError when the cluster cannot honour it.
+        The watchdog's relaunch also asks whether it can take it now (ProviderError otherwise):
+        `now="reachable"` (the cluster answers) or `now="nodes"` (and enough of its nodes are up)."""
         provider = self.clusters.provider(place.cluster)
         desc = describe_cluster(provider)  # once: capacity and the GPU decision read the same answer
         if now:
-            check_available(place, desc)
+            check_available(place, desc, nodes_up=now == "nodes")
         check_capacity(provider, place, desc)
         check_support(provider, place, spec)
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,

@@ -152,10 +152,11 @@ class Watchdog:
         """Relaunch a lost run (the launcher's one path), decided on the lost resumption `res`: None
         when another launcher relaunched it first.
 
-        Without a failover list: where it ran, with the same devices. With one (`compute:` as a list),
-        on the first placement, in the spec's order, that can take it now (reachable, enough nodes
-        up, the plan accepted), with that placement's device count: the trainer keeps the global
-        batch and the data order. Nothing can: the run stays lost and the next pass asks again."""
+        Without a failover list: where it ran, with the same devices, once that cluster answers.
+        With one (`compute:` as a list): on the first placement, in the spec's order, that can take
+        it now (reachable, enough nodes up, the plan accepted), with that placement's device count;
+        the trainer keeps the global batch and the data order. Nothing can: the run stays lost and
+        the next pass asks again."""
         spec = parse_spec(run.spec)
         if spec.failover:
             choices = placements_for(spec)
@@ -164,7 +165,10 @@ class Watchdog:
         refused: list[str] = []
         for n, place in enumerate(choices, 1):
             try:
-                planned = self.launcher.plan(spec, run.id, res.index + 1, place, run.submit_dir, now=bool(spec.failover))
+                # an unreachable cluster is never launched on (that would spend a retry on nothing); a
+                # failover choice also needs its nodes up, a plain retry may queue for them
+                planned = self.launcher.plan(spec, run.id, res.index + 1, place, run.submit_dir,
+                                             now="nodes" if spec.failover else "reachable")
             except FoundryError as exc:
                 refused.append(f"{place.cluster}: {exc.message}")
                 continue
