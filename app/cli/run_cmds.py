@@ -176,7 +176,9 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
                "retries": f"{run.retries_used}/{run.max_retries}",
                "command": run.spec.get("command", "(trainer parameters)")})
     if progress.step is not None:
-        sink.lines([_progress_line(progress, run.status in ("pending", "running", "stopping"))])
+        from foundry.app.control import ACTIVE_STATUSES
+
+        sink.lines([_progress_line(progress, run.status in ACTIVE_STATUSES)])
     sink.out.print()
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
@@ -263,7 +265,9 @@ def delete_run(name: str = typer.Argument(..., help="Run name."),
     cp = _cp()
     url = cp.checkpoint_url(name)
     status = cp.get_run(name).status
-    active = status in ("pending", "running", "stopping")
+    from foundry.app.control import ACTIVE_STATUSES
+
+    active = status in ACTIVE_STATUSES
     if not yes and sink.interactive:
         typer.confirm(f"run {name} is {status}: delete kills it now, without a last checkpoint "
                       f"(`foundry stop {name} --wait` pauses it at one). delete it?" if active

@@ -28,7 +28,7 @@ def refusal(action: str, name: str, status: str | None) -> str | None:
     only ever offered for something that can happen."""
     if status is None:
         return None
-    if action == "pause" and status not in ("pending", "running"):
+    if action == "pause" and (status not in ACTIVE_STATUSES or status == "stopping"):
         if status == "stopping":
             return f"run {name} is already stopping"
         return f"run {name} is {status}: there is nothing to pause" + (
