@@ -153,30 +153,38 @@ class SshProvider:
         job_id = f"ssh-{token}"
         chosen: list[dict] = []
         skipped: list[str] = []
-        try:
-            for host in self.config.hosts:
-                if len(chosen) == request.nodes:
-                    break
+
+        def attempt(host: Host) -> dict | Exception:
+            try:
                 try:
-                    chosen.append(self._prepare_host(host, request, token, job_id))
+                    return self._prepare_host(host, request, token, job_id)
                 except HostUnreachable as exc:
                     if exc.definite:
-                        skipped.append(exc.message)
-                        continue
-                    try:   # only slow (a loaded host): once more
-                        chosen.append(self._prepare_host(host, request, token, job_id))
-                    except (HostUnreachable, HostBusy) as again:
-                        skipped.append(again.message)
-                except HostBusy as exc:
-                    skipped.append(exc.message)
+                        raise
+                    return self._prepare_host(host, request, token, job_id)   # only slow (loaded): once more
+            except Exception as exc:   # collected, not raised: the batch's other hosts may hold leases
+                return exc
+
+        pool = ThreadPoolExecutor(max_workers=min(8, len(self.config.hosts)))
+        try:
+            pending = list(self.config.hosts)
+            while len(chosen) < request.nodes and pending:   # the first hosts in order, in parallel
+                batch, pending = pending[:request.nodes - len(chosen)], pending[request.nodes - len(chosen):]
+                outcomes = list(pool.map(attempt, batch))
+                chosen += [o for o in outcomes if isinstance(o, dict)]
+                errors = [o for o in outcomes if isinstance(o, Exception)]
+                fatal = next((e for e in errors if not isinstance(e, (HostUnreachable, HostBusy))), None)
+                if fatal is not None:
+                    raise fatal
+                skipped += [e.message for e in errors]
             if len(chosen) < request.nodes:
                 raise ProviderError(f"ssh cluster {self.config.name!r}: {len(chosen)} of the {request.nodes} host(s) "
                                     f"the run needs are ready ({'; '.join(skipped)})",
                                     hint="free GPUs (stop a run), bring the hosts back, or ask for fewer nodes")
-            first = chosen[0]
-            port = self._agent(first["host_obj"], first["python"], "free-port")["port"]
-            rdzv = f"{first['host_obj'].addr}:{port}"
-            for node, entry in enumerate(chosen):
+            rdzv = f"{chosen[0]['host_obj'].addr}:{chosen[0]['port']}"   # a port free on the first host
+
+            def start(node_entry):
+                node, entry = node_entry
                 job = {"job_id": job_id, "run_name": request.run_name, "host": str(entry["host_obj"]), "node": node,
                        "nnodes": request.nodes, "nprocs": request.procs_per_node, "rdzv_endpoint": rdzv,
                        "command": self._command(request, entry["python"]), "gpus": entry["gpus"],
@@ -185,14 +193,16 @@ class SshProvider:
                        "workdir": request.workdir or self.config.workdir,
                        "lease_file": entry["lease_file"] if entry["gpus"] is not None else None}
                 files = {"job.json": [base64.b64encode(json.dumps(job, indent=1).encode()).decode(), 0o600]}
-                self._agent(entry["host_obj"], entry["python"], "prepare",
-                            stdin={"job_dir": entry["job_dir"], "files": files, "lease": None})
-            for entry in chosen:
-                started = self._agent(entry["host_obj"], entry["python"], "start", entry["job_dir"])
+                started = self._agent(entry["host_obj"], entry["python"], "prepare",
+                                      stdin={"job_dir": entry["job_dir"], "files": files, "lease": None, "start": True})
                 entry.update(pid=started["pid"], create_time=started["create_time"])
+
+            list(pool.map(start, enumerate(chosen)))
         except BaseException:
             self._abandon(chosen, job_id)
             raise
+        finally:
+            pool.shutdown(wait=True)
         hosts = [{k: v for k, v in e.items() if k not in ("host_obj", "notes")} for e in chosen]
         return JobHandle(provider=self.name, cluster=self.config.name, job_id=job_id,
                          data={"hosts": hosts, "nodes": request.nodes, "rdzv": rdzv, "run_name": request.run_name,
@@ -210,7 +220,8 @@ class SshProvider:
         out = self._agent(host, ready.python, "prepare", stdin={"job_dir": job_dir, "files": files, "lease": lease})
         notes = [ready.note(host)] + ([f"GPUs {out['gpus']} of {host} leased"] if out["gpus"] is not None else [])
         return {"host": str(host), "host_obj": host, "python": ready.python, "job_dir": out["job_dir"],
-                "gpus": out["gpus"], "lease_file": lease_file, "notes": notes, "env_seconds": round(ready.seconds, 2)}
+                "gpus": out["gpus"], "lease_file": lease_file, "notes": notes, "env_seconds": round(ready.seconds, 2),
+                "port": out["port"]}
 
     def _abandon(self, chosen: list[dict], job_id: str) -> None:
         """A launch that failed half-way: stop what started, give the leases back."""

@@ -2,10 +2,11 @@
 
     python -m foundry.backends.compute.ssh.remote COMMAND [ARGS]     (JSON on stdin/stdout)
 
-  prepare            stdin {job_dir, files: {name: [base64, mode]}, lease: {file, job_id, count, total}|null}
-                     -> {job_dir (absolute), gpus}: the job folder (0700), its files, the GPU lease
-                     (taken again by the same job: the same devices); exit 3 when too few are free
-  free-port          a TCP port free on this host now (the c10d rendezvous)
+  prepare            stdin {job_dir, files: {name: [base64, mode]}, lease: {file, job_id, count, total}|null,
+                     start: bool} -> {job_dir (absolute), gpus, port, [pid, create_time]}: the job folder
+                     (0700), its files, the GPU lease (taken again by the same job: the same devices), a
+                     TCP port free now (the c10d rendezvous), and with start the launcher (as `start`);
+                     exit 3 when too few GPUs are free
   start JOB_DIR      host_job detached in its own session -> {pid, create_time}
   status JOB_DIR     {exit: the exit record | null, alive: launcher still running, ranks: started}
   signal JOB_DIR graceful|kill
@@ -51,7 +52,10 @@ def prepare(spec: dict) -> dict:
         target = job_dir / name
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(target, base64.b64decode(content), mode=int(mode))
-    return {"job_dir": str(job_dir), "gpus": gpus}
+    out = {"job_dir": str(job_dir), "gpus": gpus, "port": free_port()}
+    if spec.get("start"):   # job.json written: start its launcher in the same call (one ssh round trip less)
+        out.update(start(job_dir))
+    return out
 
 
 def free_port() -> int:
@@ -130,8 +134,6 @@ def main(argv: list[str]) -> int:
         except leases.LeaseBusy as exc:
             print(str(exc), file=sys.stderr)
             return BUSY_EXIT
-    elif cmd == "free-port":
-        out = {"port": free_port()}
     elif cmd == "start":
         out = start(Path(args[0]))
     elif cmd == "status":
