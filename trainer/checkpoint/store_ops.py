@@ -138,11 +138,15 @@ def load_candidates(store) -> list[tuple[str, str | None]]:
 
 def download_loadable(store, dest_root: Path) -> tuple[Manifest, Path] | None:
     """The newest checkpoint that verifies, downloaded under dest_root; warns about each fallback."""
-    for name, sha in load_candidates(store):
+    candidates = load_candidates(store)
+    for i, (name, sha) in enumerate(candidates):
         dest = dest_root / name
         try:
             return download_verified(store, name, dest, sha), dest
         except (CheckpointError, StorageError) as exc:
+            if i == len(candidates) - 1:  # the caller says what that means (loader.download)
+                log.warning("checkpoint %s is not loadable (%s)", store.child_url(name), exc)
+                continue
             log.warning("checkpoint %s is not loadable (%s); falling back to the previous one",
                         store.child_url(name), exc)
             import warnings
