@@ -38,6 +38,8 @@ from .run_views import resumed_from
 
 log = logging.getLogger("foundry.control")
 
+RELAUNCH_BACKOFF_S = 60.0   # between two tries to relaunch a lost run that no placement could take
+
 
 class Watchdog:
     def __init__(self, paths: FoundryPaths, registry: Registry, clusters: Clusters, launcher: Launcher):
@@ -54,9 +56,13 @@ class Watchdog:
             if run.latest.state in ACTIVE_STATUSES:
                 actions += self._observe(run)
             elif run.latest.state == JobState.LOST.value and run.retries_used < run.max_retries:
-                # a loss filed by a reconciler that died before it relaunched (kill -9 of `foundry watch`):
-                # the relaunch is a compare-and-set on this lost resumption, so it happens once
-                actions += filter(None, [self._retry(run, run.latest)])
+                # a loss filed by a reconciler that died before it relaunched (kill -9 of `foundry watch`),
+                # or one no placement could take: the relaunch is a compare-and-set on this lost
+                # resumption, so it happens once; asked again at most every RELAUNCH_BACKOFF_S (asking
+                # an unreachable cluster can take a minute, and every command takes a pass)
+                waited = self.registry.last_event_time(run.id, "relaunch_waiting")
+                if waited is None or time.time() - waited >= RELAUNCH_BACKOFF_S:
+                    actions += filter(None, [self._retry(run, run.latest)])
         return actions
 
     def _observe(self, run: RunInfo) -> list[str]:
@@ -191,6 +197,7 @@ class Watchdog:
             notify_run_event(run.name, "retried", retry)
             verb = "retried" if cause == "retry" else f"failed over to {place.cluster}"
             return f"{run.name}: {verb} as resumption {idx}"
+        self.registry.add_event(run.id, "relaunch_waiting", res.index, {"refused": refused})
         return f"{run.name}: no placement can take it now ({'; '.join(refused)}); it stays lost until one can"
 
     def _record_resumed_from(self, run: RunInfo, idx: int) -> None:

@@ -286,6 +286,11 @@ class Registry:
         with self.write() as db:
             _event(db, run_id, event, resumption, details or {})
 
+    def last_event_time(self, run_id: str, event: str) -> float | None:
+        with self.read() as db:
+            row = db.execute("SELECT MAX(time) AS t FROM events WHERE run_id=? AND event=?", (run_id, event)).fetchone()
+        return row["t"] if row else None
+
     def integrity_ok(self) -> bool:
         with self.read() as db:
             return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

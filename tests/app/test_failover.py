@@ -110,3 +110,26 @@ def test_lost_on_a_cluster_that_cannot_take_it_again_fails_over(cp, slurm_cluste
     assert sorted(p.name.rsplit("-", 1)[0] for p in marks.iterdir()) == ["0-0", "1-0", "1-1"]
     assert live_resumptions(marks) == set()
 
+
+
+@pytest.mark.slow
+def test_a_lost_run_no_cluster_can_take_stays_lost_and_is_asked_again_later(cp, monkeypatch):
+    """The only placement cannot be reached (a Slurm login node that refuses ssh): no launch, no retry
+    spent, the run stays lost with the reason; the next passes ask again at most every backoff."""
+    from foundry.app.control import reconcile
+
+    cp.create_cluster("gone", "slurm", {"ssh_host": "127.0.0.9", "partition": "debug"})
+    spec = {"name": "stranded", "command": "true", "compute": {"cluster": "gone"}, "scheduling": {"max_retries": 2}}
+    run_id = cp.registry.create_run("stranded", spec, 2, first=dict(cluster="gone", provider="slurm", nodes=1,
+                                                                      devices=1, cause="create"))
+    cp.registry.update_resumption(run_id, 0, handle={"provider": "slurm", "cluster": "gone", "job_id": "1",
+                                                     "data": {"job_dir": "/nonexistent"}}, job_id="1")
+    assert cp.registry.transition(run_id, 0, "pending", "lost", "lost", ended_at=time.time())
+    refused = "stranded: no placement can take it now (gone: cluster 'gone' cannot be reached now)"
+    assert cp.reconcile("stranded") == [refused + "; it stays lost until one can"]
+    assert cp.reconcile("stranded") == []                 # within the backoff: not asked again
+    monkeypatch.setattr(reconcile, "RELAUNCH_BACKOFF_S", 0.0)
+    assert cp.reconcile("stranded") == [refused + "; it stays lost until one can"]
+    run = cp.get_run("stranded", reconcile=False)
+    assert run.status == "lost" and len(run.resumptions) == 1 and run.retries_used == 0
+    assert [e.event for e in run.events].count("relaunch_waiting") == 2
