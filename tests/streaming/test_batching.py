@@ -201,3 +201,10 @@ def test_epoch_and_rank_lengths_count_what_every_epoch_reads(method):
         assert epoch_length(layout, cfg, world) == (work != -1).sum()
         assert [rank_length(layout, cfg, world, n, r) for n in (0, 1) for r in (0, 1)] == \
             [(work[n, r] != -1).sum() for n in (0, 1) for r in (0, 1)]
+
+
+def test_stratified_resumes_elsewhere_without_a_warning():
+    """Its batches do not depend on the world (up to the epoch's last, as 'random''s)."""
+    for saved, now in (((1, 1), WorldShape(1, 2, 1)), ((1, 2), WorldShape(1, 4, 2)), ((1, 4), WorldShape(2, 2, 1))):
+        cfg = _cfg("stratified", 8 // now.num_ranks, num_canonical_nodes=4)
+        assert resume_warning(_layout(choose=(150, 45)), cfg, saved, now, 1, 16) is None
