@@ -147,7 +147,7 @@ def _ids(loader, limit=None):
 @pytest.mark.parametrize("method,samples", [("per_stream", (135 // 4 + 40 // 4) * 4),
                                             ("device_per_stream", (135 // 4 + 40 // 4) * 4),
                                             ("stratified", 40 * 4)])  # 3 + 1 a batch, b's 40 run out first
-@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])  # worker processes: slow tier
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.subprocess)])  # worker processes
 def test_a_mixed_dataset_reads_its_plan_and_resumes_exactly(mixed, method, samples, workers):
     ds = mixed(method)
     plan = epoch_work(ds._layout, ds._order_config(), WorldShape(), 0).reshape(-1, 4)

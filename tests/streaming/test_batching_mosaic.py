@@ -19,7 +19,7 @@ from foundry.streaming.writer import MDSWriter
 from order_cases import foundry_answer, work_case  # noqa: E402 - beside this file (conftest)
 from test_order_mosaic import _both, _peer_json  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess  # the peer (mark from its fixture) and ranks are processes
 
 METHODS = ["per_stream", "stratified", "device_per_stream"]
 

@@ -15,7 +15,7 @@ from foundry.streaming.plan import interleave_ranks
 from test_mixture_resume import write_ids  # noqa: E402 - beside this file (conftest)
 from test_order_mosaic import _run  # noqa: E402
 
-pytestmark = pytest.mark.slow  # real processes
+pytestmark = pytest.mark.subprocess  # real ranks
 
 GLOBAL = 12
 

@@ -86,7 +86,7 @@ def run_ranks(make, monkeypatch, nodes, per_node, workers, stops, state=None, to
     return [interleave_ranks([r[e] for r in per_rank], nodes, per_node) for e in range(len(stops))], states[0]
 
 
-@pytest.mark.slow  # DataLoader worker processes, ~15 s a case
+@pytest.mark.subprocess  # DataLoader worker processes, ~15 s a case
 @pytest.mark.parametrize("name", list(MIXTURES))
 @pytest.mark.parametrize("before,after", [((2, 2, 2), (1, 3, 0)), ((1, 4, 0), (2, 1, 2)), ((1, 1, 2), (1, 6, 1))],
                          ids=["2x2w2-to-1x3", "1x4-to-2x1w2", "1x1w2-to-1x6w1"])
@@ -111,7 +111,7 @@ def test_mixture_resumes_on_another_world_with_the_same_global_batches(tmp_path,
     assert np.array_equal(tail[0][:n], straight[2]) and np.array_equal(tail[1][:n], straight[3])
 
 
-@pytest.mark.slow  # DataLoader worker processes
+@pytest.mark.subprocess  # DataLoader worker processes
 @pytest.mark.parametrize("name", ["repeat-choose"])
 def test_mixture_through_torch_dataloader_resumes_on_another_world(tmp_path, monkeypatch, name):
     """The same with torch's own DataLoader and Composer's way of saving (global samples in the
