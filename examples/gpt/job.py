@@ -46,10 +46,12 @@ class TimeBudget:
     def _record(trainer, event: dict) -> None:
         from foundry.trainer.loggers import JSONLinesLogger
 
+        sinks = [lg for lg in trainer.loggers if isinstance(lg, JSONLinesLogger)]  # metrics.jsonl; rank 0 has the loggers
+        if not sinks:
+            return
         event["resumption"] = trainer.env.resumption_index
-        for logger in trainer.loggers:
-            if isinstance(logger, JSONLinesLogger):   # metrics.jsonl only (rank 0 has the loggers)
-                logger.log_metrics(event, trainer.timestamp.batch)
+        for logger in sinks:
+            logger.log_metrics(event, trainer.timestamp.batch)
 
 
 def main() -> None:
