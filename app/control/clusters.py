@@ -9,6 +9,7 @@ The file may be edited by hand; `foundry create cluster` / `delete cluster` edit
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ class Clusters:
                 raise ConfigError(f"no cluster {name!r} in {self.path}")
             del clusters[name]
             self._write(raw)
+        shutil.rmtree(self.path.parent / "cluster-state" / name, ignore_errors=True)   # its key copy, pinned keys
 
     def _write(self, raw: dict) -> None:
         atomic_write(self.path, yaml.safe_dump(raw, sort_keys=False))

@@ -178,6 +178,8 @@ def test_the_cluster_secret_reaches_the_provider_through_the_control_plane(tmp_p
     info = {c.name: c for c in cp.list_clusters()}["fleet"]
     assert (info.provider, info.devices, info.nodes) == ("ssh", 2, 2)
     assert "not-a-real-key" not in json.dumps(info.to_dict(), default=str)
+    cp.delete_cluster("fleet")
+    assert not key_file.exists()   # the key's copy goes with the cluster
 
 
 # ---- planning
