@@ -7,8 +7,8 @@
 #   fleet: run returned 5.3 s / 5.0 s, first step 21.9 s / 15.5 s; environment ready 0.8-1.0 s a host
 #   local: run returned 1.8 s / 1.1 s, first step 13.5 s / 10.3 s
 set -euo pipefail
-cd /work/main
-B=$(mktemp -d /tmp/g-measure.XXXX); trap 'trap - EXIT; bash scripts/infra/multinode/down.sh >/dev/null 2>&1; rm -rf "$B"' EXIT INT TERM
+cd "$(dirname "$0")/../.."
+B=$(mktemp -d "${TMPDIR:-/tmp}/ssh-bootstrap.XXXX"); trap 'trap - EXIT; bash scripts/infra/multinode/down.sh >/dev/null 2>&1; rm -rf "$B"' EXIT INT TERM
 export MN_NODES=2 MN_NS_PREFIX=mnf MN_NET=10.216.0 MN_BRIDGE=mnfbr MN_VETH_PREFIX=mnfv MN_TAP_PREFIX=mnfw \
   MN_ROOT=$B/root MN_RUN=/run/foundry-mnf MN_SLURM=0 MN_S3=none MN_SSHD=1 MN_SSH_AUTHORIZED_KEYS=$B/ak
 ssh-keygen -q -t ed25519 -N '' -f $B/key; cp $B/key.pub $B/ak
