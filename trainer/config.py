@@ -13,8 +13,12 @@ from foundry.plugins.errors import ConfigError
 from .time import Time, TimeUnit
 
 
-# Settings that take a time, as in Composer: an int (batches) or a string with a unit.
+# Settings that take a time, as in Composer: a string with a unit, or a bare int in the unit Composer
+# reads it in (max_duration, save_interval and eval_interval count epochs; the log intervals batches),
+# so a Composer script's `max_duration=2` trains two epochs here too.
 INTERVALS = ("save_interval", "eval_interval", "log_interval", "console_log_interval")
+BARE_INT_UNIT = {"max_duration": TimeUnit.EPOCH, "save_interval": TimeUnit.EPOCH, "eval_interval": TimeUnit.EPOCH,
+                 "log_interval": TimeUnit.BATCH, "console_log_interval": TimeUnit.BATCH}
 
 
 @dataclass
@@ -37,7 +41,7 @@ class TrainerConfig:
     grad_clip_norm: float | None = None
     seed: int = 42
     deterministic_mode: bool = False
-    log_interval: int | str = 1  # Composer's: a batch count, or a time ("20ba", "1ep", "0.1dur", "1000sp")
+    log_interval: int | str = 1  # a batch count, or a time ("20ba", "1ep", "0.1dur", "1000sp")
     console_log_interval: int | str = 10
     run_dir: str | None = None
 
@@ -73,7 +77,7 @@ class TrainerConfig:
     def max_time(self) -> Time:
         if self.max_duration is None:
             raise ConfigError("max_duration is not set", hint="give it to Trainer(...) or to fit(max_duration=...)")
-        return Time.parse(self.max_duration, default_unit=TimeUnit.BATCH)
+        return Time.parse(self.max_duration, default_unit=BARE_INT_UNIT["max_duration"])
 
     def _interval(self, name: str, resolve: bool = True) -> Time:
         value = getattr(self, name)
@@ -81,7 +85,7 @@ class TrainerConfig:
             raise ConfigError(f"{name}: a callable (Composer's event-driven interval) is not supported",
                               hint=f"give {name} a time such as '500ba', '1ep' or '0.1dur'")
         try:
-            time = Time.parse(value, default_unit=TimeUnit.BATCH)
+            time = Time.parse(value, default_unit=BARE_INT_UNIT[name])
         except ConfigError as exc:
             raise ConfigError(f"{name}: {exc.message}", hint=exc.hint) from None
         return time.resolve(self.max_time) if resolve else time

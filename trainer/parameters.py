@@ -15,8 +15,8 @@ from typing import Any
 
 from foundry.plugins.errors import ConfigError
 
-from .config import TrainerConfig
-from .time import Time, TimeUnit
+from .config import BARE_INT_UNIT, TrainerConfig
+from .time import Time
 
 # Keys trainer/__main__.build_from_parameters takes out before calling Trainer(...)
 FACTORY_KEYS = ("model", "model_args", "train_dataloader", "train_dataloader_args", "eval_dataloader",
@@ -56,7 +56,7 @@ def check_parameters(params: Any) -> None:
     for key in TIME_KEYS:
         if key in params:
             try:
-                Time.parse(params[key], default_unit=TimeUnit.BATCH)
+                Time.parse(params[key], default_unit=BARE_INT_UNIT[key])
             except ConfigError as exc:
                 raise ConfigError(f"parameters.{key}: {exc.message}", hint=exc.hint) from None
     settings = {k: v for k, v in params.items() if k not in FACTORY_KEYS and k not in TRAINER_KWARGS}

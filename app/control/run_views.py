@@ -54,14 +54,16 @@ class CheckpointRow:
 
 
 def max_steps_of(spec: dict[str, Any], config: dict[str, Any] | None = None) -> int | None:
-    """The run's length in batches when it is given in batches (`max_duration: 100ba` or `100`)."""
+    """The run's length in batches when it is given in batches (`max_duration: 100ba`; a bare int
+    counts epochs, as in Composer)."""
     trainer = (config or {}).get("trainer") or {}
     duration = trainer.get("max_duration") or (spec.get("parameters") or {}).get("max_duration")
     if duration is None:
         return None
     text = str(duration).strip().lower()
-    if text.endswith("ba"):
-        text = text[:-2]
+    if not text.endswith("ba"):
+        return None
+    text = text[:-2]
     try:
         return int(text)
     except ValueError:

@@ -63,3 +63,15 @@ def test_interval_strings_drive_saves_and_evals(tmp_path):
     assert evals == [3, 6]
     saved = {p.name for p in (tmp_path / "ckpt").iterdir()}
     assert {"ep0-ba2", "ep1-ba4", "ep2-ba6"} <= saved and "ep0-ba1" not in saved and "ep0-ba3" not in saved
+
+
+def test_a_bare_int_is_read_in_composers_unit():
+    """Composer reads `max_duration=2`, `save_interval=1` and `eval_interval=1` as epochs: a mosaic
+    script whose only change is its imports trains as long and saves as often here."""
+    from foundry.trainer.config import TrainerConfig
+    from foundry.trainer.time import Time, TimeUnit
+
+    cfg = TrainerConfig(run_name="r", max_duration=2, save_interval=1, eval_interval=1, log_interval=5)
+    assert cfg.max_time == Time(2, TimeUnit.EPOCH)
+    assert cfg.save_time == Time(1, TimeUnit.EPOCH) and cfg.eval_time == Time(1, TimeUnit.EPOCH)
+    assert cfg.log_time == Time(5, TimeUnit.BATCH)

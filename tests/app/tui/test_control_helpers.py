@@ -24,7 +24,8 @@ def test_summarize_progress_and_eta():
     assert summarize([]).step is None
     assert max_steps_of({"parameters": {"max_duration": "500ba"}}) == 500
     assert max_steps_of({"parameters": {"max_duration": "2ep"}}) is None
-    assert max_steps_of({}, {"trainer": {"max_duration": "70"}}) == 70
+    assert max_steps_of({}, {"trainer": {"max_duration": "70ba"}}) == 70
+    assert max_steps_of({"parameters": {"max_duration": 3}}) is None  # a bare int counts epochs (Composer)
 
 
 def test_steps_by_resumption_uses_field_or_time():
