@@ -29,6 +29,7 @@ from foundry.plugins.process_identity import create_time
 
 from ..local_job import TORCHRUN, classify
 from . import leases
+from .remote import signal_ranks
 
 
 def torchrun_argv(job: dict, job_dir: Path, python: str) -> list[str]:
@@ -102,7 +103,28 @@ def main(job_dir: Path) -> int:
             return 0
     print(f"[launcher] {time.strftime('%H:%M:%S')} {job['host']}: torchrun, node {job['node']} of "
           f"{job['nnodes']}, {job['nprocs']} process(es), rendezvous {job['rdzv_endpoint']}", flush=True)
-    rc = subprocess.call(torchrun_argv(job, job_dir, sys.executable), stdin=subprocess.DEVNULL, env=env)
+    if stop_flag.exists():
+        _finish(job_dir, job, {"state": "paused", "exit_code": PAUSED_EXIT_CODE, "ranks": {},
+                               "reason": "stopped before the ranks started: nothing to restore"})
+        return 0
+    (job_dir / "torchrun-started").touch()   # from now on a stop reaches the ranks, not this launcher's group
+    proc = subprocess.Popen(torchrun_argv(job, job_dir, sys.executable), stdin=subprocess.DEVNULL, env=env)
+    torchrun_stopped = False
+    while True:
+        try:
+            rc = proc.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if not stop_flag.exists() or torchrun_stopped:
+                continue
+            how = stop_flag.read_text().strip() or "graceful"
+            if not any((job_dir / "ranks").glob("rank-*.pid")):
+                # no rank started (torchrun may wait in the rendezvous for a host that has stopped): stop
+                # torchrun itself; a rank starting right now gets the signal once, from its local_rank
+                proc.send_signal(signal.SIGTERM if how == "graceful" else signal.SIGKILL)
+                torchrun_stopped = True
+            else:   # ranks that started after the stop get their one SIGTERM as they start
+                signal_ranks(job_dir, how)
     codes = host_codes(job_dir)
     if stop_flag.exists() and not codes:
         record = {"state": "paused", "exit_code": PAUSED_EXIT_CODE,

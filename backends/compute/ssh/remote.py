@@ -11,9 +11,10 @@
   status JOB_DIR     {exit: the exit record | null, alive: launcher still running, ranks: started}
   signal JOB_DIR graceful|kill
                      graceful: stop-requested, then one SIGTERM to each training process through its
-                     recorded pid + start time (never by name); before any rank started, the launcher's
-                     group gets it. kill: SIGKILL to each rank's process group (the launcher stays to
-                     write the exit record and give the lease back)
+                     recorded pid + start time (never by name); ranks that start later get theirs from
+                     the launcher; during the setup steps the launcher's group gets it. kill: SIGKILL to
+                     each rank's process group (the launcher stays to write the exit record and give
+                     the lease back)
   read PATH OFFSET   the file's bytes from OFFSET (at most 1 MiB), for logs
   release FILE JOB   give a lease back (a launch that failed before its launcher started)
 Secrets arrive only on stdin (prepare), never on argv.
@@ -93,23 +94,41 @@ def status(job_dir: Path) -> dict:
             "stop": (job_dir / "stop-requested").exists()}
 
 
+def signal_ranks(job_dir: Path, how: str) -> list[int]:
+    """graceful: one SIGTERM to each rank's training process, exactly once whoever calls (this helper
+    at stop, or the launcher for ranks that start after it): a `rank-N.stopped` mark is created
+    exclusively before the signal (a second SIGTERM makes the trainer exit without its checkpoint).
+    kill: SIGKILL to each rank's process group (local_rank starts each command as a group leader)."""
+    signalled = []
+    for pidfile in sorted((job_dir / "ranks").glob("rank-*.pid")):
+        rec = _recorded(pidfile)
+        if not rec or rec[1] is None or not still_running(*rec):
+            continue
+        try:
+            if how == "graceful":
+                try:
+                    os.close(os.open(pidfile.with_suffix(".stopped"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                except FileExistsError:
+                    continue   # already sent
+                os.kill(rec[0], signal.SIGTERM)
+            else:
+                os.killpg(rec[0], signal.SIGKILL)
+            signalled.append(rec[0])
+        except (ProcessLookupError, PermissionError):
+            pass
+    return signalled
+
+
 def send(job_dir: Path, how: str) -> dict:
     if (job_dir / "exit.json").exists():
         return {"signalled": []}
     (job_dir / "stop-requested").write_text(how)
-    sig = signal.SIGTERM if how == "graceful" else signal.SIGKILL
-    signalled = []
-    for pidfile in sorted((job_dir / "ranks").glob("rank-*.pid")):
-        rec = _recorded(pidfile)
-        if rec and rec[1] is not None and still_running(*rec):
-            try:   # local_rank starts each command as its own group leader: a kill takes what it started
-                os.kill(rec[0], sig) if how == "graceful" else os.killpg(rec[0], sig)
-                signalled.append(rec[0])
-            except (ProcessLookupError, PermissionError):
-                pass
+    signalled = signal_ranks(job_dir, how)
     launcher = _recorded(job_dir / "pid")
-    if not signalled and launcher and still_running(*launcher):
-        try:   # nothing started yet (setup steps, torchrun starting): the launcher's group
+    in_setup = not (job_dir / "torchrun-started").exists()
+    if not signalled and in_setup and launcher and still_running(*launcher):
+        try:   # the setup steps run: the launcher's group (it stays, and reports paused before the start);
+            # once torchrun runs, the launcher itself signals each rank as it starts (signal_ranks)
             os.killpg(launcher[0], signal.SIGTERM if how == "graceful" else signal.SIGKILL)
             signalled.append(launcher[0])
         except (ProcessLookupError, PermissionError):

@@ -319,3 +319,24 @@ def test_prepare_writes_the_job_folder_0700_and_its_secret_files_0600(tmp_path):
     assert remote.status(job_dir) == {"exit": None, "alive": False, "ranks": 0, "stop": False}
     assert remote.send(job_dir, "graceful") == {"signalled": []}    # nothing started: nothing signalled
     assert remote.status(job_dir)["stop"] is True
+
+
+def test_a_stop_reaches_each_rank_exactly_once_whoever_sends_it(tmp_path):
+    """The helper at stop and the launcher (for ranks that start after it) both call signal_ranks: the
+    training process gets one SIGTERM (a second makes the trainer exit without its checkpoint)."""
+    import signal
+
+    from foundry.backends.compute.ssh.remote import signal_ranks
+    from foundry.plugins.process_identity import create_time
+
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: received.append(1))
+    try:
+        (tmp_path / "ranks").mkdir()
+        (tmp_path / "ranks" / "rank-0.pid").write_text(f"{os.getpid()} {create_time(os.getpid())}")
+        (tmp_path / "ranks" / "rank-1.pid").write_text(f"{os.getpid()} 1.0")   # a reused pid: left alone
+        assert signal_ranks(tmp_path, "graceful") == [os.getpid()]
+        assert signal_ranks(tmp_path, "graceful") == []
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert received == [1]
