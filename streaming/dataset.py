@@ -263,19 +263,19 @@ class StreamingDataset(IterableDataset):
                                plan.window, ranged_early=topo.alone_on_node)
         lend_reader_core(topo.alone_on_node)
         sample = None
-        # the plan's shards still drive prefetch, open and eviction; a subclass's transform, or a
-        # plan that yields some sample twice from a map (its arrays would share it: an in-place
-        # change to the first would show in the second; DataLoader workers read with pread, each
-        # sample its own bytes), reads through __getitem__ / get_item
-        if self._transforms_samples() or (get_worker_info() is None
-                                          and _repeats_a_sample(plan, self._layout.shard_offsets)):
+        if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
             first = self._layout.shard_offsets.tolist()
             sample = lambda shard, index: self[first[shard] + index]  # noqa: E731
         batches = self._worker_batches
         if batches is not None and get_worker_info() is not None:
             return iterate_batches(plan, shards, batches if sample is None else replace(batches, reads_rows=False),
                                    sample)
-        return iterate(plan, shards, sample)
+        # a sample the plan yields twice from a map would share it: an in-place change to the first
+        # would show in the second. Its shard's samples get arrays of their own (DataLoader workers
+        # read with pread: each sample has its own bytes already)
+        own = (_shards_repeating_a_sample(plan, self._layout.shard_offsets)
+               if sample is None and get_worker_info() is None else set())
+        return iterate(plan, shards, sample, own)
 
     def can_batch_in_workers(self) -> bool:
         """Whether StreamingDataLoader may have this dataset's iteration yield whole batches: not
@@ -425,10 +425,11 @@ class StreamingDataset(IterableDataset):
         self._counter.resume(epoch, sample)
 
 
-def _repeats_a_sample(plan: EpochPlan, shard_offsets: np.ndarray) -> bool:
-    """Whether this worker's epoch yields some sample more than once (a stream upsampled with
-    repeat/choose/proportion). Epochs that read each sample once skip the count."""
+def _shards_repeating_a_sample(plan: EpochPlan, shard_offsets: np.ndarray) -> set[int]:
+    """The shards of which this epoch yields some sample more than once (a stream upsampled with
+    repeat, choose or proportion)."""
     if len(plan.shards) < 2:
-        return False
+        return set()
     ids = shard_offsets[plan.shards] + plan.offsets
-    return bool(np.bincount(ids).max() > 1)
+    twice = np.bincount(ids)[ids] > 1
+    return set(np.unique(plan.shards[twice]).tolist()) if twice.any() else set()

@@ -16,11 +16,12 @@ import heapq
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Collection, Iterator, Protocol
 
 import numpy as np
 
 from . import fork_gc
+from .indexing import own_arrays
 from .cache import Prefetcher
 
 
@@ -187,10 +188,12 @@ def _expect(early: set[int], readers: dict[int, Any], shards: list[int], indices
 
 
 def iterate(plan: EpochPlan, source: ShardSource,
-            sample: Callable[[int, int], Any] | None = None) -> Iterator[Any]:
+            sample: Callable[[int, int], Any] | None = None, own: Collection[int] = ()) -> Iterator[Any]:
     """The plan's samples. `sample(shard, index)`, when given, makes each one instead of the
     shard's reader (a dataset subclass that transforms samples); shards are fetched, opened and
-    closed as usual around it."""
+    closed as usual around it. The samples of the shards in `own` get arrays of their own (copies,
+    not views of the shard's map): those the plan yields more than once, so that an in-place
+    change to one read never shows in the next."""
     shards, offsets = plan.shards, plan.offsets
     total = len(shards)
     if total == 0:
@@ -204,9 +207,15 @@ def iterate(plan: EpochPlan, source: ShardSource,
     ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
 
+    def getter(shard: int, reader: Any) -> Callable[[int], Any]:
+        if sample is not None:
+            return functools.partial(sample, shard)
+        if shard in own:
+            return lambda index, get=reader.get_sample: own_arrays(get(index))
+        return reader.get_sample
+
     def reopened(shard: int, reader: Any) -> None:
-        if sample is None:
-            getters[shard] = reader.get_sample
+        getters[shard] = getter(shard, reader)
 
     deleted = DeletedShards(plan)
     try:
@@ -221,7 +230,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 readers.pop(done).close()
             walk.advance(a)
             reader = readers[shard] = source.open(shard)
-            getters[shard] = reader.get_sample if sample is None else functools.partial(sample, shard)
+            getters[shard] = getter(shard, reader)
             if not getattr(reader, "settled", True):
                 early.add(shard)
                 if reader.reads_ahead:
@@ -242,8 +251,8 @@ def iterate(plan: EpochPlan, source: ShardSource,
                     for sh in [sh for sh in early if sh not in readers or readers[sh].settled]:
                         early.discard(sh)
                         ahead.discard(sh)
-                        if sh in readers and sample is None:
-                            getters[sh] = readers[sh].get_sample
+                        if sh in readers:
+                            getters[sh] = getter(sh, readers[sh])
                 if ahead:
                     _expect(ahead, readers, shard_list[c:c + EARLY_LOOKAHEAD], local_list[c:c + EARLY_LOOKAHEAD])
                 run = zip(shard_list[c:e], local_list[c:e])
