@@ -13,7 +13,6 @@ mn_stop_pidfile slurmctld "$MN_ROOT/run/slurmctld.pid" slurmctld
 mn_stop_pidfile munged "$MN_MUNGE_DIR/munged.pid" munged
 [[ $MN_MUNGE_DIR == "$MN_RUN"/* ]] && rm -rf "$MN_MUNGE_DIR"      # key + socket kept outside $MN_ROOT
 for i in $nodes; do mn_stop_pidfile sshd "$MN_ROOT/run/sshd-$(mn_ns "$i").pid" sshd; done
-[[ -f $MN_ROOT/run/created-run-sshd ]] && { rmdir /run/sshd 2>/dev/null; rm -f "$MN_ROOT/run/created-run-sshd"; }
 mn_stop_pidfile weed "$MN_ROOT/s3/weed.pid" weed
 mn_stop_pidfile socat "$MN_ROOT/run/s3-forward.pid" socat
 

@@ -17,9 +17,7 @@ start)
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server >/dev/null
   fi
-  if [[ ! -d /run/sshd ]]; then                  # sshd's privilege-separation folder; down.sh removes it
-    mkdir -p /run/sshd "$MN_ROOT/run" && chmod 0755 /run/sshd && touch "$MN_ROOT/run/created-run-sshd"
-  fi
+  mkdir -p /run/sshd && chmod 0755 /run/sshd     # sshd's privilege-separation folder (a system folder: kept)
   for i in $(mn_nodes); do
     ns=$(mn_ns "$i"); d=$MN_ROOT/$ns/ssh; pf=$MN_ROOT/run/sshd-$ns.pid
     mkdir -p "$d"; chmod 0700 "$d"
