@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from foundry.plugins.errors import DataError, DataJSONDecodeError, DataValueError
 
@@ -44,6 +44,14 @@ class ShardFile:
         return self.zip_hashes if self.zip_basename else self.raw_hashes
 
 
+class FileInfo(NamedTuple):
+    """One file of a shard as mosaic's readers describe it."""
+
+    basename: str
+    bytes: int | None
+    hashes: dict[str, str]
+
+
 @dataclass
 class ShardInfo:
     """One shard of an index.json, flattened. `entry` is the original dict, untouched."""
@@ -71,6 +79,17 @@ class ShardInfo:
 
     def __len__(self) -> int:  # as mosaic's shard readers: its samples
         return self.samples
+
+    @property
+    def raw_data(self) -> FileInfo:
+        """mosaic's `shard.raw_data` (basename, bytes, hashes) of the data file."""
+        return FileInfo(self.data.raw_basename, self.data.raw_bytes, dict(self.data.raw_hashes))
+
+    @property
+    def zip_data(self) -> FileInfo | None:
+        """mosaic's `shard.zip_data`: the compressed data file, or None."""
+        d = self.data
+        return FileInfo(d.zip_basename, d.zip_bytes, dict(d.zip_hashes or {})) if d.zip_basename else None
 
     @property
     def files(self) -> list[ShardFile]:
