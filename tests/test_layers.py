@@ -36,11 +36,13 @@ def _modules_after_import(module: str) -> set[str]:
     "module",
     ["foundry.plugins.manager", "foundry.streaming", "foundry.trainer", "foundry.backends.storage.plugin"],
 )
+@pytest.mark.subprocess
 def test_layer_imports_no_heavy_sdk_or_ui(module):
     loaded = _modules_after_import(module)
     assert not [m for m in HEAVY_SDKS + UI if m in loaded], f"{module} imports {sorted(set(HEAVY_SDKS + UI) & loaded)}"
 
 
+@pytest.mark.subprocess
 def test_opening_a_file_store_imports_no_cloud_sdk():
     code = (
         "import json, sys, tempfile; from foundry.plugins.manager import open_store;"
@@ -52,6 +54,7 @@ def test_opening_a_file_store_imports_no_cloud_sdk():
 
 
 @pytest.mark.parametrize("module", ["foundry.app.cli.main", "foundry.app.tui.app", "foundry.app.tui.main"])
+@pytest.mark.subprocess
 def test_cli_and_tui_import_no_torch(module):
     """Start-up of `foundry` and `foundry-tui` stays fast: torch is imported only by jobs."""
     code = ("import json, sys, importlib; importlib.import_module(sys.argv[1]); "

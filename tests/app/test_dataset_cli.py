@@ -65,6 +65,7 @@ def test_convert_inspect_verify_jsonl(capsys, tmp_path, jsonl):
     assert code == 0 and json.loads(out)["ok"] is True and err == ""
 
 
+@pytest.mark.subprocess
 def test_parallel_csv_conversion_to_a_remote_keeps_order(capsys, tmp_path):
     src = tmp_path / "t.csv"
     src.write_text("id,name,val\n" + "".join(f"{i},n{i},{i / 2}\n" for i in range(2000)))

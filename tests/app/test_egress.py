@@ -54,6 +54,7 @@ store.put("b", b"12345")
 """
 
 
+@pytest.mark.subprocess
 def test_a_job_keeps_one_record_per_process_and_describe_sums_them(tmp_path):
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "a").write_bytes(b"z" * 1000)

@@ -17,6 +17,7 @@ def _provider(describe, gpus=True):
     return SimpleNamespace(capabilities=SimpleNamespace(gpus=gpus), describe=describe)
 
 
+@pytest.mark.subprocess
 def test_create_run_plans_and_describes_once(cp, monkeypatch):
     calls = {"dryrun": 0, "describe": 0}
     dryrun, describe = LocalProvider.dryrun, LocalProvider.describe

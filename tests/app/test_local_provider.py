@@ -45,6 +45,7 @@ def test_protocol_and_plan_have_no_side_effects(tmp_path):
     assert provider.describe()["nodes"] == 1
 
 
+@pytest.mark.subprocess
 def test_torchrun_two_ranks_gloo_and_per_rank_logs(tmp_path):
     script = tmp_path / "gloo.py"
     script.write_text(GLOO)
@@ -56,6 +57,7 @@ def test_torchrun_two_ranks_gloo_and_per_rank_logs(tmp_path):
     assert "[rank 0] rank 0/2 sum=3 run=t" in job_log and "[rank 1] rank 1/2 sum=3" in job_log
 
 
+@pytest.mark.subprocess
 def test_own_error_is_failed_with_the_rank_exit_code(tmp_path):
     provider = LocalProvider({})
     code = "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)"
@@ -88,6 +90,7 @@ def test_graceful_stop_before_the_ranks_start_pauses_with_nothing_to_restore(tmp
     assert not list(tmp_path.glob("started-*"))  # no rank ran: a resume starts from the beginning
 
 
+@pytest.mark.subprocess
 def test_secret_files_are_relocated_private(tmp_path):
     provider = LocalProvider({})
     code = "import os; p = os.environ['KUBECONFIG']; print(oct(os.stat(p).st_mode & 0o777), open(p).read())"
@@ -98,6 +101,7 @@ def test_secret_files_are_relocated_private(tmp_path):
     assert list(provider.logs(handle, rank=0)) == ["0o600 apiVersion: v1"]
 
 
+@pytest.mark.subprocess
 def test_follow_streams_until_the_end(tmp_path):
     provider = LocalProvider({})
     code = "import time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.3)"
@@ -119,6 +123,7 @@ def test_classify(codes, stop, expected):
     assert classify(codes, 2, stop)[0] == expected
 
 
+@pytest.mark.subprocess
 def test_job_outlives_the_process_that_launched_it(tmp_path):
     """A launcher started by a short-lived process (the CLI) keeps running after it exits."""
     import subprocess

@@ -45,6 +45,7 @@ def check(result: dict, cluster_b: str) -> None:
     assert all(v >= 0 for v in phases.values())
 
 
+@pytest.mark.slow
 def test_loss_plot_is_a_png_of_the_requested_size(tmp_path):
     pytest.importorskip("matplotlib")  # the [plot] extra, part of [test]
     from PIL import Image

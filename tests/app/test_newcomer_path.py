@@ -14,6 +14,8 @@ import pytest
 
 from support.control import wait_for
 
+pytestmark = pytest.mark.subprocess  # every test starts the CLI, a run or a venv
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from foundry.app.control.registry import Registry
 
 
@@ -41,6 +43,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_two_processes_write_at_once(tmp_path):
     db = tmp_path / "r.db"
     Registry(db)
@@ -66,6 +69,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_writer_killed_mid_transaction_leaves_no_trace(tmp_path):
     db = tmp_path / "r.db"
     reg = Registry(db, timeout=5)

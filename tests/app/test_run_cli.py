@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from support.control import wait_for
 
 
@@ -41,6 +43,7 @@ def test_errors_are_one_line_with_exit_codes(cli, tmp_path):
     assert code == 2 and "missing" in err
 
 
+@pytest.mark.subprocess
 def test_follow_failed_run_exits_1(cli, tmp_path):
     code, out, err = cli("run", "-f", spec_file(tmp_path, name="boom", command=[sys.executable, "-c", "print('bye'); raise SystemExit(4)"]), "--follow")
     assert code == 1 and "[rank 0] bye" in out and "run boom failed" in err
@@ -93,6 +96,7 @@ def test_a_plan_beyond_the_cluster_records_no_run(cli, tmp_path, cp):
     assert cp.list_runs() == []
 
 
+@pytest.mark.subprocess
 def test_describe_run_shows_tokens_and_mfu(cli, tmp_path, cp):
     path = spec_file(tmp_path, name="gpu-run", command=[sys.executable, "-c", "pass"])
     assert cli("run", "-f", path, "--follow")[0] == 0

@@ -31,6 +31,7 @@ def test_run_config_edit_and_validate(tmp_path):
         config.gpu_count = 2
 
 
+@pytest.mark.subprocess
 def test_create_wait_logs_metrics(tmp_path):
     code = ("import json, os\nprint('hello', os.environ['RANK'])\n"
             "open(os.environ['FOUNDRY_METRICS_FILE'], 'a').write(json.dumps({'step': 1, 'loss': 2.5}) + '\\n')")
@@ -61,6 +62,7 @@ def test_stop_and_resume(pausable):
     assert json.dumps(sdk.get_run(run).to_dict())
 
 
+@pytest.mark.subprocess
 def test_on_run_event_reaches_plugins_and_a_broken_one_is_ignored():
     from foundry.plugins.hookspecs import hookimpl
     from foundry.plugins.manager import register_plugin, unregister_plugin
@@ -92,6 +94,7 @@ def test_on_run_event_reaches_plugins_and_a_broken_one_is_ignored():
     assert launched["resumption"] == 0 and launched["cluster"] == "local"
 
 
+@pytest.mark.subprocess
 def test_parameters_only_spec_runs_the_trainer(tmp_path):
     """No `command`: the job is `python -m foundry.trainer` built from FOUNDRY_PARAMETERS."""
     toy = Path(__file__).resolve().parents[1] / "trainer" / "toy_job.py"

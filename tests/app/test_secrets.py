@@ -60,6 +60,7 @@ def test_file_types_inject_files_and_point_at_them(cp):
     assert inj.files[inj.env["GOOGLE_APPLICATION_CREDENTIALS"]] == b'{"type": "service_account"}'
 
 
+@pytest.mark.subprocess
 def test_no_secret_value_anywhere(cli, cp, tmp_path):
     """CLI output (tables and JSON, dry run, describe), job logs and the registry never hold a value."""
     kube = tmp_path / "kubeconfig"
@@ -103,6 +104,7 @@ FILE_TOKEN = "fileTokenNeverShown66"
 MCLI_TOKEN = "mcliTokenNeverShown77"
 
 
+@pytest.mark.subprocess
 def test_script_forms_store_values_and_never_show_them(cli, cp, tmp_path, monkeypatch):
     """stdin (`-`), --from-file, mcli's env KEY=VALUE and s3 AWS-files forms: stored 0600, injected
     into the job, and absent from every output, log, error and the registry (as above)."""

@@ -9,7 +9,11 @@ import sys
 import threading
 import time
 
+import pytest
+
 from support.control import wait_for
+
+pytestmark = pytest.mark.subprocess  # every test launches runs on the local cluster
 
 
 def kill_rank(cp, name, idx, rank=0):

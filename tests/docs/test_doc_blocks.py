@@ -104,7 +104,9 @@ def undefined_names(source: str) -> set[str]:
 BLOCKS = all_blocks()
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+# A block that runs starts a process (python -c / bash); a skipped one is only checked here.
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=() if b.skip is not None else pytest.mark.subprocess)
+                                   for b in BLOCKS])
 def test_doc_block(block: Block, tmp_path):
     if block.kind == "python":
         missing = undefined_names(block.source) - block.placeholders

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # installs the sample plugin and runs the CLI as a process
+
 SAMPLE = Path(__file__).parent / "sample_plugin"
 
 

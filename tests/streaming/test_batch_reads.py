@@ -105,6 +105,7 @@ def test_other_columns_and_collates_get_the_samples_as_torch_would(tmp_path, cou
     assert count_row_reads() == 0
 
 
+@pytest.mark.subprocess
 def test_spawned_workers_make_the_same_batches(tmp_path):
     src = _write(tmp_path / "data", FIXED, 64)
     ds = StreamingDataset(local=src, shuffle=True, batch_size=8)
@@ -153,6 +154,7 @@ def test_a_shard_cut_short_under_an_open_reader_is_a_data_error(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:shuffle_block_size is smaller")  # rank_worker.py's block, small shards
+@pytest.mark.subprocess
 def test_two_real_ranks_read_rows_into_the_same_global_batches(tmp_path):
     """Two processes joined by torch.distributed (gloo), each a StreamingDataLoader with 2 workers,
     one cache, zstd shards of fixed-size columns: the global order of one process reading alone."""

@@ -80,7 +80,7 @@ def test_a_loop_that_keeps_every_batch_gets_every_sample(data):
     assert ringed == 2 * batch_ring.SLOTS
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork"])
+@pytest.mark.parametrize("context", [pytest.param("spawn", marks=pytest.mark.subprocess), "fork"])
 def test_persistent_workers_across_epochs_and_start_methods(data, context):
     shm_before = set(os.listdir("/dev/shm"))
     dataset = StreamingDataset(local=data, shuffle=True, batch_size=8)
@@ -112,6 +112,7 @@ def test_a_batch_bigger_than_the_ring_gets_a_bigger_ring_and_a_huge_one_goes_the
     assert batch_ring.place({"a": [np.zeros(8, np.int64)] * 2}) is None
 
 
+@pytest.mark.slow
 def test_epochs_leave_nothing_in_dev_shm_under_the_file_system_sharing_strategy(data):
     """There a segment is a file in /dev/shm, removed once no process holds it: each worker lets go
     of its ring as it exits, and the main process when the loader's workers are gone."""

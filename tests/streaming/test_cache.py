@@ -26,6 +26,7 @@ def _shards(cache):
     return sorted(p.name for p in Path(cache).glob("shard.*"))
 
 
+@pytest.mark.subprocess
 def test_each_shard_downloaded_once_for_many_workers_and_processes(make_dataset, logged, tmp_path):
     remote = make_dataset(160, 10, compression="zstd")
     cache = tmp_path / "cache"
@@ -42,6 +43,7 @@ def test_each_shard_downloaded_once_for_many_workers_and_processes(make_dataset,
     assert _shards(cache) == [f"shard.{k:05d}.mds" for k in range(16)]  # zip removed after decompressing
 
 
+@pytest.mark.subprocess
 def test_sigkill_mid_download_then_rerun_on_the_same_cache(make_dataset, logged, tmp_path):
     remote = make_dataset(60, 10)
     cache = tmp_path / "cache"

@@ -94,6 +94,7 @@ def test_epochs_advance_and_differ(make_dataset, tmp_path):
     assert [e3, e4] == expected[3:]
 
 
+@pytest.mark.subprocess
 def test_two_real_ranks_with_two_workers_each(make_dataset, tmp_path):
     """Two processes joined by torch.distributed (gloo), each with 2 DataLoader workers, one cache."""
     remote = make_dataset(120, 10, compression="zstd")
@@ -147,6 +148,7 @@ def test_what_cannot_match_mosaic_is_refused_at_construction(make_dataset, kw, m
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.subprocess
 def test_an_iterator_left_unfinished_at_exit_prints_nothing(make_dataset, tmp_path):
     where = f"remote={str(make_dataset(300, 10, compression='zstd'))!r}, local={str(tmp_path / 'cache')!r}"
     script = ("import time\n"

@@ -64,6 +64,7 @@ def test_gcs_remote(gcs_bucket, tmp_path):
     assert _read_remote(url, tmp_path) == list(range(120))
 
 
+@pytest.mark.subprocess
 def test_import_pulls_no_cloud_sdk():
     import subprocess
     import sys

@@ -73,6 +73,7 @@ def test_an_epoch_never_started_still_thaws(data, thawed):
     assert gc.get_freeze_count() == 0
 
 
+@pytest.mark.subprocess
 def test_a_freeze_of_the_program_own_and_spawned_workers_are_left_alone(data, thawed):
     assert len(list(_loader(data, multiprocessing_context="spawn"))) == 10
     assert gc.get_freeze_count() == 0

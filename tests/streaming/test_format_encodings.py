@@ -180,6 +180,7 @@ print(len(failures), failures[:1])
 """
 
 
+@pytest.mark.subprocess
 def test_builtin_encodings_register_once_under_many_threads():
     import subprocess
     import sys

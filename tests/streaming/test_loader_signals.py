@@ -53,6 +53,7 @@ print("exiting", flush=True)
 
 
 @pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.subprocess
 def test_the_process_exits_with_its_workers_alive(persistent):
     """Workers ignore SIGTERM, which multiprocessing sends them at exit before an unbounded join:
     the loader stops them itself first, so the exit does not hang."""

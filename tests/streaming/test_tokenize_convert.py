@@ -143,6 +143,7 @@ def test_a_bad_line_deep_in_the_corpus_leaves_nothing_behind(capsys, tmp_path, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
+@pytest.mark.subprocess
 def test_the_cli_keeps_torch_out(tmp_path, tokenizer_file, corpus):
     src, _ = corpus
     code = (

@@ -92,6 +92,7 @@ def test_an_exception_inside_the_block_writes_no_index(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 
 
+@pytest.mark.subprocess
 def test_sigkill_mid_write_leaves_no_index(tmp_path):
     script = textwrap.dedent(f"""
         from foundry.streaming.writer import MDSWriter

@@ -77,6 +77,7 @@ def _assert_bitwise(params, reference):
         assert torch.equal(params[key], value), f"{key} differs after pause/resume"
 
 
+@pytest.mark.subprocess
 def test_pause_resume_bitwise_local_folder(tmp_path, reference):
     params, losses = _pause_resume(str(tmp_path / "ckpt"), tmp_path)
     _assert_bitwise(params, reference)

@@ -140,6 +140,7 @@ def test_trainer_config_errors_are_clear(tmp_path):
         Trainer(max_duration="1ba", loss_fn=torch.nn.functional.mse_loss, checkpoint_layout="zip", **kwargs)
 
 
+@pytest.mark.subprocess
 def test_second_signal_exits_at_once():
     code = ("import os, signal, time\n"
             "from foundry.trainer.signals import PauseRequest\n"
@@ -175,6 +176,7 @@ def test_python_m_foundry_trainer_builds_from_parameters(tmp_path):
         build_from_parameters({"model": "nocolon", "train_dataloader": "x:y", "max_duration": "1ba"})
 
 
+@pytest.mark.subprocess
 def test_a_stop_before_the_trainer_exists_pauses_after_the_first_step(tmp_path):
     params = {"model": "trainer.toy_job:ToyModel", "train_dataloader": "trainer.toy_job:loader_after_a_stop",
               "train_dataloader_args": {"rank": 0, "world": 1}, "max_duration": "4ba", "run_name": "early",

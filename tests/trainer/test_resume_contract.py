@@ -220,6 +220,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.subprocess
 def test_sigterm_to_the_process_group_pauses_with_plain_dataloader_workers(tmp_path):
     import subprocess
     import sys

@@ -11,6 +11,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.subprocess  # every test runs a trainer process
+
 HERE = Path(__file__).resolve().parent
 
 JOB = textwrap.dedent("""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from textual.widgets import Button, DataTable, Input, ProgressBar
 
 from foundry.app.control.datasets import DatasetRegistry
@@ -41,6 +42,7 @@ async def _convert(app, pilot, tui, src, dst):
     await tui.until(pilot, lambda: type(app.screen).__name__ == "DatasetsScreen", what="back to datasets")
 
 
+@pytest.mark.slow
 def test_convert_inspect_verify(plane, tui, tmp_path):
     src = _jsonl(tmp_path / "train.jsonl")
     images = _images(tmp_path / "pets")

@@ -4,11 +4,13 @@ worker become one notification with the FoundryError's message and hint."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Input
 
 from foundry.plugins.errors import ProviderError
 
 
+@pytest.mark.slow
 def test_help_jump_filter_palette(plane, tui):
     plane.create_cluster("gpu-box", "local", {"gpus": True})
     for name in ("alpha", "beta"):

@@ -9,6 +9,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.subprocess  # drives local_rank in a process of its own
+
 # Runs local_rank.main with the SIGTERM arriving just before the command is started.
 DRIVER = textwrap.dedent("""
     import os, signal, subprocess, sys

@@ -6,8 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from foundry.backends.compute.local import _live_rank_commands
 from foundry.plugins.process_identity import create_time
+
+pytestmark = pytest.mark.subprocess  # kills real processes
 
 
 def test_only_pids_with_their_recorded_start_time_are_killed(tmp_path):

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from foundry.backends.compute.slurm.script import render_pause
 
 
@@ -15,6 +17,7 @@ def start_time(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
 
 
+@pytest.mark.subprocess
 def test_pause_signals_recorded_workers_only(tmp_path):
     (tmp_path / "ranks").mkdir()
     script = tmp_path / "pause.sh"
