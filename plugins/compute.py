@@ -125,6 +125,7 @@ class ComputeProvider(Protocol):
     # accepts_cluster_context = True (class attribute): the cluster config also gets `state_dir` (a folder
     #     in FOUNDRY_HOME for the provider's own state) and, when it names a `secret`, `secret_injection`
     #     (that secret's SecretInjection: env and files), resolved by the control plane.
+    # check_options(options: dict) (static): raises ConfigError for options `create cluster` must refuse.
 
 
 # The trainer exits with this code after a graceful pause (checkpoint published).

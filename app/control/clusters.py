@@ -81,6 +81,15 @@ class Clusters:
             raise ConfigError(f"unknown provider {provider!r}",
                               hint=f"installed providers: {', '.join(compute_registry().names())}")
         options = with_job_python(name, provider, dict(options or {}))
+        cls = compute_registry().get(provider).value
+        if getattr(cls, "check_options", None):   # refused before it is written (ConfigError: exit 2)
+            cls.check_options({**options, "name": name})
+        secret = options.get("secret")
+        if secret and getattr(cls, "accepts_cluster_context", False) and self.secrets is not None \
+                and not self.secrets.exists(str(secret)):
+            raise ConfigError(f"cluster {name!r}: no secret named {secret!r}",
+                              hint=f"create it first (`foundry create secret {provider} {secret} ...`); "
+                                   "`foundry get secrets` lists them")
         with FileLock(str(self.path) + ".lock"):
             raw = yaml.safe_load(self.path.read_text()) if self.path.exists() else None
             raw = raw if isinstance(raw, dict) else {}

@@ -59,6 +59,11 @@ class SshProvider:
                                          max_nodes=len(self.config.hosts), launch_modes=("per_process",))
         self._client: SshClient | None = None
 
+    @staticmethod
+    def check_options(options: dict[str, Any]) -> None:
+        """`foundry create cluster` refuses bad options before writing them (ConfigError)."""
+        SshConfig.from_dict(options)
+
     @classmethod
     def for_hosts(cls, hosts: list[str], *, private_key: bytes, user: str | None = None, name: str = "ssh",
                   state_dir: str | None = None, **options: Any) -> "SshProvider":

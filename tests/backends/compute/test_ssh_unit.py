@@ -340,3 +340,15 @@ def test_a_stop_reaches_each_rank_exactly_once_whoever_sends_it(tmp_path):
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert received == [1]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-o", "hosts=root@10.0.0.1", "-o", "secret=nope"], "no secret named 'nope'"),
+    (["-o", "gpus_per_host=1", "-o", "secret=nope"], "needs hosts"),
+    (["-o", "hosts=root@a b", "-o", "identity_file=/k"], "is not [user@]address[:port]"),
+])
+def test_create_cluster_refuses_bad_options_in_one_line_exit_2(cli, args, says):
+    code, out, err = cli("create", "cluster", "fleet", "--provider", "ssh", *args)
+    assert code == 2 and says in err and "Traceback" not in err
+    code, out, err = cli("get", "clusters", "--json")
+    assert "fleet" not in out   # nothing was written
