@@ -79,7 +79,7 @@ def test_a_sample_looked_up_after_its_shard_was_deleted_fetches_it_again(make_da
     assert ds[16]["id"] == 16 and (tmp_path / "cache" / "shard.00001.mds").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess  # DataLoader workers
 @pytest.mark.parametrize("loader", [DataLoader, StreamingDataLoader])
 def test_shards_deleted_mid_epoch_are_fetched_again_by_dataloader_workers(make_dataset, tmp_path, loader):
     remote = make_dataset(N, PER_SHARD)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.subprocess  # Foundry's run is its own process (the peer mark comes from mosaic_peer)
 
 SCRIPT = r"""
 import json, os, sys
