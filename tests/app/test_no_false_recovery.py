@@ -93,9 +93,12 @@ DEADLINE_S = 15.0
 
 @pytest.mark.slow
 @pytest.mark.integration
+@pytest.mark.chaos
 def test_frozen_slurm_controller_is_no_recovery(cp, pausable, slurm_cluster, tmp_path):
     """SIGSTOP slurmctld (by its recorded pid) for longer than the watchdog's timeouts during a run:
-    the run shows unknown meanwhile, no second job starts, and it completes once."""
+    the run shows unknown meanwhile, no second job starts, and it completes once. (The freeze reaches
+    every user of this machine's Slurm: other sessions' Slurm tests see it too; the fixture never
+    takes a frozen controller for a stopped one.)"""
     config = slurm_cluster.provider_config(tmp_path / "slurm-jobs")
     config.pop("name"), config.pop("provider")
     cp.create_cluster("hpc", "slurm", config)

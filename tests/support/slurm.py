@@ -37,11 +37,22 @@ def _script(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _controller_alive() -> bool:
+    """Whether the slurmctld its pid file names runs, answering or not: one that a test froze for a
+    while (SIGSTOP, tests/app/test_no_false_recovery.py) is up and someone else's; a session that took
+    it for down would start a second one and stop the shared one at its end."""
+    try:
+        pid = int(Path("/run/slurm/slurmctld.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return Path(f"/proc/{pid}").exists()
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     if os.geteuid() != 0:
         pytest.skip("a local Slurm needs root (slurmd runs jobs as their user)")
-    already_up = _script("status").returncode == 0
+    already_up = _script("status").returncode == 0 or _controller_alive()
     if not already_up:
         if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
             pytest.skip("Slurm is not installed and apt-get is not available")
