@@ -17,6 +17,7 @@ ACTIVE_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_H
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"}
 LOST_STATES = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE",
                "OUT_OF_MEMORY", "REVOKED"}
+SQUEUE_FORMAT = "%i|%T|%r|%D|%k"   # what parse_squeue reads: id, state, reason, nodes, comment
 
 
 class SlurmCLI:
@@ -54,6 +55,20 @@ class SlurmCLI:
 
     def text(self, argv: list[str], check: bool = True) -> str:
         return self.run(argv, check=check).stdout.decode(errors="replace")
+
+    def squeue(self, job_id: str | None = None) -> dict[str, dict[str, str]]:
+        """The jobs squeue knows (all states; one with `job_id`), parsed: {} for a job id Slurm forgot."""
+        argv = ["squeue", "-h", "--states=all", "-o", SQUEUE_FORMAT]
+        if job_id:
+            argv += ["-j", job_id]
+        proc = self.run(argv, check=False)
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace")
+            if "Invalid job id" in err:
+                return {}
+            raise ProviderError(f"slurm: squeue failed: {err.strip()}",
+                                hint="is slurmctld running? (`scontrol ping`)")
+        return parse_squeue(proc.stdout.decode(errors="replace"))
 
     # ---- files in job folders
     def write_file(self, path: str, content: bytes, mode: int = 0o600) -> None:

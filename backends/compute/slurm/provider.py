@@ -27,8 +27,6 @@ from . import commands as sc
 from .config import SlurmConfig
 from .script import job_environment, parse_comment, render_env, render_files, secret_path
 
-_SQUEUE_FORMAT = "%i|%T|%r|%D|%k"
-
 
 def exit_code_state(code: int) -> JobState:
     if code == 0:
@@ -102,19 +100,6 @@ class SlurmProvider:
         return reclaim(self, intent)
 
     # ---- observing
-    def _squeue(self, job_id: str | None = None) -> dict[str, dict[str, str]]:
-        argv = ["squeue", "-h", "--states=all", "-o", _SQUEUE_FORMAT]
-        if job_id:
-            argv += ["-j", job_id]
-        proc = self.cli.run(argv, check=False)
-        if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace")
-            if "Invalid job id" in err:
-                return {}
-            raise ProviderError(f"slurm: squeue failed: {err.strip()}",
-                                hint="is slurmctld running? (`scontrol ping`)")
-        return sc.parse_squeue(proc.stdout.decode(errors="replace"))
-
     def _exit_code(self, handle: JobHandle) -> int | None:
         raw = self.cli.read_file(str(PurePosixPath(handle.data["job_dir"]) / "exit_code"))
         try:
@@ -123,7 +108,7 @@ class SlurmProvider:
             return None
 
     def status(self, handle: JobHandle) -> JobStatus:
-        job = self._squeue(handle.job_id).get(handle.job_id)
+        job = self.cli.squeue(handle.job_id).get(handle.job_id)
         nodes = handle.data.get("nodes")
         code = self._exit_code(handle)
         state = job["state"] if job else None
@@ -181,7 +166,7 @@ class SlurmProvider:
 
     # ---- stopping
     def stop(self, handle: JobHandle, graceful: bool = True) -> None:
-        job = self._squeue(handle.job_id).get(handle.job_id)
+        job = self.cli.squeue(handle.job_id).get(handle.job_id)
         if job is None or job["state"] not in sc.ACTIVE_STATES | sc.RUNNING_STATES:
             return  # already finished
         job_dir = PurePosixPath(handle.data["job_dir"])
@@ -197,7 +182,7 @@ class SlurmProvider:
 
     def list(self) -> list[JobHandle]:
         handles = []
-        for job_id, job in self._squeue().items():
+        for job_id, job in self.cli.squeue().items():
             info = parse_comment(job["comment"])
             if info is None:
                 continue

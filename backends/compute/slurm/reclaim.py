@@ -32,7 +32,7 @@ def _handle(provider: "SlurmProvider", job_id: str, job_dir: str, info: dict | N
 
 
 def _queued(provider: "SlurmProvider", job_dir: str) -> tuple[str, dict] | None:
-    for job_id, job in provider._squeue().items():
+    for job_id, job in provider.cli.squeue().items():
         info = parse_comment(job["comment"])
         if info and info["job_dir"] == job_dir:
             nodes = int(job["nodes"]) if job["nodes"].isdigit() else None
