@@ -4,6 +4,8 @@ Update with `pytest tests/app/tui/test_snapshots.py --snapshot-update`; docs/tui
 
 from __future__ import annotations
 
+import pytest
+
 
 def _rows(n):
     async def wait(pilot):
@@ -59,6 +61,7 @@ def test_run_details_checkpoints(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right", "right"))
 
 
+@pytest.mark.slow  # about 4 s on an idle machine: near the 5 s an unmarked test may take under CI
 def test_run_details_config(snap_compare, snapshot_app):
     assert snap_compare(snapshot_app(), run_before=_settled("_", "enter", "right", "right", "right"))
 
