@@ -5,7 +5,7 @@
 #                                              cost (processes, runs, SeaweedFS, Slurm, the mosaic peer env,
 #                                              multinode, chaos), whose servers the fixtures start on loopback
 # A `-m EXPR` among the PYTEST ARGS replaces the fast tier's selection (e.g. -m chaos). The marks are
-# in pyproject.toml; tests/conftest.py sets most of them. Each preparation step prints one line with
+# in pyproject.toml; tests/support/tiers.py sets most of them. Each preparation step prints one line with
 # its time; nothing is rebuilt that is already there, and the fast tier prepares nothing beyond the venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,14 +11,7 @@ Every test runs with its own TMPDIR (short, so unix-socket paths below it stay v
 by what it starts: torchrun's torchelastic_* folders, a SIGKILLed process's temporary folders and
 the servers' logs land there, and the whole tree goes when the session ends.
 
-Tests are tiered by cost (marks registered in pyproject.toml). A test that starts Python or torch
-processes or runs (`subprocess`), real servers (`integration`), Slurm (`slurm`), the
-mosaicml-streaming peer environment (`peer`), namespace nodes (`multinode`) or breaks things on
-purpose (`chaos`) carries that mark, and every cost mark implies the generic `slow`: the fast tier
-is `-m "not slow"` (`scripts/test.sh`), everything is `scripts/test.sh --all` (CI). Most marks come
-from the fixtures a test uses and its folder (COST_OF_FIXTURE, COST_OF_FOLDER below), so test
-files carry only the marks nothing here can see. Under CI (CI=true) a test whose body runs longer
-than FOUNDRY_UNMARKED_LIMIT_S (5 s) without a cost mark fails, so the fast tier stays fast.
+Tests are tiered by cost (marks, the fast tier, the CI check on unmarked slow tests): support/tiers.py.
 """
 
 from __future__ import annotations
@@ -26,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -34,45 +26,7 @@ EXPECTED_SKIPS = ("doc block ", "real-cluster test")
 
 # Shared fixtures, one module per kind of real server (see tests/support/).
 pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers", "support.oci_stub",
-                  "support.control", "support.multinode"]
-
-
-# What a test costs, from the fixtures it uses (directly or through other fixtures) and its folder.
-COST_OF_FIXTURE = {
-    "s3_server": ("integration",),
-    "gcs_server": ("integration",),
-    "slurm_cluster": ("integration", "slurm"),
-    "mn_clusters": ("integration", "multinode"),
-    "mosaic_peer": ("peer",),
-    "foundry_proc": ("subprocess",),  # the CLI as its own process (tests/chaos)
-    "pausable": ("subprocess",),      # a job script for runs on the local cluster
-    "run_yaml": ("subprocess",),      # the same, as a run spec (tests/app/tui)
-}
-COST_OF_FOLDER = {"multinode": ("integration", "multinode"), "chaos": ("chaos",)}
-COST_MARKS = frozenset({"slow", "integration", "subprocess", "slurm", "peer", "multinode", "chaos"})
-UNMARKED_LIMIT_S = float(os.environ.get("FOUNDRY_UNMARKED_LIMIT_S", "5"))
-_TESTS = Path(__file__).parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        try:
-            folder = item.path.relative_to(_TESTS).parts[0]
-        except ValueError:
-            folder = ""
-        costs = set(COST_OF_FOLDER.get(folder, ()))
-        for name in item.fixturenames:
-            costs.update(COST_OF_FIXTURE.get(name, ()))
-        present = {m.name for m in item.iter_markers()}
-        if (costs | present) & COST_MARKS:
-            costs.add("slow")
-        for name in sorted(costs - present):
-            item.add_marker(name)
-
-
-def _under_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+                  "support.control", "support.multinode", "support.tiers", "pytester"]
 
 
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")
@@ -150,13 +104,6 @@ def _isolated_foundry(tmp_path, monkeypatch):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if (report.when == "call" and report.passed and report.duration > UNMARKED_LIMIT_S and _under_ci()
-            and item.get_closest_marker("slow") is None):
-        report.outcome = "failed"
-        report.longrepr = (
-            f"{item.nodeid} ran {report.duration:.1f} s (over {UNMARKED_LIMIT_S:g} s) with no cost mark: add "
-            "@pytest.mark.subprocess if it starts processes or runs, else @pytest.mark.slow (markers: "
-            "pyproject.toml [tool.pytest.ini_options]), or make it faster")
     if report.skipped and os.environ.get("FOUNDRY_REQUIRE_INTEGRATION") == "1" and not hasattr(report, "wasxfail"):
         reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
