@@ -151,14 +151,5 @@ def use_secret(*names: str, home=None) -> Iterator[None]:
     """Inside the block, this process reads and writes storage with the stored secret(s) `names`
     (`foundry create secret s3 r2 ...`), as a run that lists them does; the environment is put
     back afterwards. `with use_secret("r2"): MDSWriter(out="s3://bucket/data", ...)`."""
-    from foundry.app.control import secret_environment
-
-    cp = _cp(home)
-    missing = [n for n in names if not cp.secrets.exists(n)]
-    if missing:
-        from foundry.plugins.errors import ConfigError
-
-        raise ConfigError(f"no secret named {missing[0]!r}", hint="`foundry get secrets` lists them; "
-                                                                 "`foundry create secret` adds one")
-    with secret_environment(cp.secrets, list(names)):
+    with _cp(home).use_secrets(*names):
         yield

@@ -6,6 +6,7 @@ UI toolkit at import time.
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -53,7 +54,29 @@ def test_opening_a_file_store_imports_no_cloud_sdk():
     assert not [m for m in HEAVY_SDKS if m in loaded]
 
 
-@pytest.mark.parametrize("module", ["foundry.app.cli.main", "foundry.app.tui.app", "foundry.app.tui.main"])
+# ControlPlane's services: how the plane is built, not a second API for the faces (plane.py's docstring)
+SERVICES = {"runs", "launcher", "clusters", "secrets", "datasets", "checkpoints", "registry"}
+
+
+def _plane_expr(node: ast.expr) -> bool:
+    """`cp`, `plane`, `self.app.plane`, `_cp(...)`, `ControlPlane(...)`: an expression that is the plane."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name in {"cp", "plane", "_cp", "_plane", "ControlPlane"}
+
+
+def test_cli_tui_and_sdk_call_only_the_control_plane_facade():
+    """One door: the faces call ControlPlane's methods, never its services (`cp.runs.move(...)`)."""
+    files = [*(ROOT / "app" / "cli").rglob("*.py"), *(ROOT / "app" / "tui").rglob("*.py"), ROOT / "app" / "sdk.py"]
+    reaches = [f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}"
+               for path in files for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Attribute) and node.attr in SERVICES and _plane_expr(node.value)]
+    assert not reaches, "call a ControlPlane method instead:\n" + "\n".join(reaches)
+
+
+@pytest.mark.parametrize("module", ["foundry.app.cli.main", "foundry.app.tui.app", "foundry.app.tui.main",
+                                    "foundry.app.cli.dataset_cmds", "foundry.app.cli.checkpoint_cmds"])
 @pytest.mark.subprocess
 def test_cli_and_tui_import_no_torch(module):
     """Start-up of `foundry` and `foundry-tui` stays fast: torch is imported only by jobs."""

@@ -1,5 +1,6 @@
 """`foundry checkpoint ls URL` and `foundry checkpoint inspect URL`: what a save folder holds and
-what one checkpoint describes about itself. The work is in foundry.trainer.checkpoint.catalog."""
+what one checkpoint describes about itself, read with `--secret NAME` (a stored secret) where given.
+The work is in the control plane (which reads foundry.trainer.checkpoint.catalog)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,23 @@ import typer
 
 from .output import sink
 
+_SECRET_HELP = "A stored secret to read the storage with (foundry get secrets)."
+
+
+def _plane():
+    from foundry.app.control import ControlPlane
+
+    return ControlPlane()
+
+
 checkpoint_app = typer.Typer(help="Inspect training checkpoints in any storage URL.", no_args_is_help=True)
 
 
 @checkpoint_app.command("ls")
-def ls(url: str = typer.Argument(..., help="A save folder: a path or s3://, gs://, file:// URL.")) -> None:
+def ls(url: str = typer.Argument(..., help="A save folder: a path or s3://, gs://, file:// URL."),
+       secret: str = typer.Option(None, "--secret", help=_SECRET_HELP)) -> None:
     """List the checkpoints of a save folder, oldest first (LATEST marks what a resume loads)."""
-    from foundry.trainer.checkpoint.catalog import list_folder
-
-    rows = list_folder(url)
+    rows = _plane().list_checkpoints(url, secret=secret)
     if not rows and not sink.json_mode:
         sink.info(f"no checkpoints in {url}")
         return
@@ -26,11 +35,10 @@ def ls(url: str = typer.Argument(..., help="A save folder: a path or s3://, gs:/
 def inspect(
     url: str = typer.Argument(..., help="A checkpoint folder, or a save folder (its latest checkpoint)."),
     verify: bool = typer.Option(False, "--verify", help="Download every file and check its sha256."),
+    secret: str = typer.Option(None, "--secret", help=_SECRET_HELP),
 ) -> None:
     """Show what a checkpoint holds: run, timestamp, layout, world size, files, configuration."""
-    from foundry.trainer.checkpoint.catalog import describe
-
-    info = describe(url, verify=verify)
+    info = _plane().describe_checkpoint(url, verify=verify, secret=secret)
     if sink.json_mode:
         sink.emit(info)
         return

@@ -63,7 +63,7 @@ def describe_cluster(name: str = typer.Argument(..., help="Cluster name."), json
     """A cluster: provider, options, devices, nodes, state, and the runs on it."""
     sink.json_mode = sink.json_mode or json_out
     cp = _cp()
-    info = cp.clusters.info(name)
+    info = cp.cluster_info(name)
     runs = [r for r in cp.list_runs(reconcile=False) if any(res.cluster == name for res in r.resumptions)]
     rows = [{"name": r.name, "status": r.status, "here now": r.cluster == name, "devices": r.devices,
              "resumptions here": sum(res.cluster == name for res in r.resumptions)} for r in runs]

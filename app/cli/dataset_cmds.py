@@ -1,4 +1,5 @@
-"""`foundry dataset convert | inspect | verify`: parse, call foundry.streaming, print through the sink."""
+"""`foundry dataset convert | inspect | verify`: parse, call the control plane (which reads and writes
+with `--secret`, a stored secret, as the TUI does), print through the sink."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ import typer
 from .groups import group
 from .output import sink
 
+_SECRET_HELP = "A stored secret to read and write storage with (foundry get secrets)."
+
+
+def _plane():
+    from foundry.app.control import ControlPlane
+
+    return ControlPlane()
 
 
 def _json(flag: bool) -> None:
@@ -64,6 +72,7 @@ def convert_cmd(
                                    rich_help_panel=_TOKENIZING),
     split: str = typer.Option(None, "--split", help="The split of a saved Hugging Face DatasetDict.",
                               rich_help_panel=_TOKENIZING),
+    secret: str = typer.Option(None, "--secret", help=_SECRET_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Convert JSONL, CSV/TSV or an image folder into an MDS dataset, or tokenize text (--tokenizer)."""
@@ -75,22 +84,20 @@ def convert_cmd(
         raise ConfigError("--tokenizer and --concat-tokens go together",
                           hint="e.g. --tokenizer tokenizer.json --concat-tokens 2048")
     if tokenizer is not None:
-        from foundry.streaming.tools.tokenize_text import TokenizeOptions, tokenize_to_mds
-
         if workers != 1 or columns:
             raise ConfigError("--workers and --columns do not apply when tokenizing",
                               hint="the tokenizer uses its own threads; the column is always tokens:ndarray:int32")
-        opts = TokenizeOptions(tokenizer, concat_tokens, eos_text=eos_text, bos_text=bos_text, no_wrap=no_wrap,
-                               keep_remainder=keep_remainder, text_field=text_field, split=split)
+        text = dict(eos_text=eos_text, bos_text=bos_text, no_wrap=no_wrap, keep_remainder=keep_remainder,
+                    text_field=text_field, split=split)
         with _progress("tokenizing", "samples") as progress:
-            result = tokenize_to_mds(src, dst, opts, compression=compression, hashes=algos, size_limit=size_limit,
-                                     exist_ok=overwrite, progress=progress)
+            result = _plane().tokenize_dataset(src, dst, tokenizer, concat_tokens, text=text, secret=secret,
+                                               compression=compression, hashes=algos, size_limit=size_limit,
+                                               exist_ok=overwrite, progress=progress)
     else:
-        from foundry.streaming.tools.convert import convert, parse_columns
-
         with _progress("converting", "samples") as progress:
-            result = convert(src, dst, columns=parse_columns(columns), compression=compression, hashes=algos,
-                             size_limit=size_limit, workers=workers, exist_ok=overwrite, progress=progress)
+            result = _plane().convert_files(src, dst, columns=columns, secret=secret, compression=compression,
+                                            hashes=algos, size_limit=size_limit, workers=workers,
+                                            exist_ok=overwrite, progress=progress)
     data = result.as_dict()
     if not sink.json_mode:
         data["columns"] = ", ".join(f"{k}:{v}" for k, v in result.columns.items())
@@ -101,13 +108,12 @@ def inspect_cmd(
     url: str = typer.Argument(..., help="The dataset's folder or URL (where index.json is)."),
     samples: int = typer.Option(3, "--samples", "-n", help="How many samples to decode and show."),
     allow_unsafe_types: bool = typer.Option(False, "--allow-unsafe-types", help="Decode pkl columns too."),
+    secret: str = typer.Option(None, "--secret", help=_SECRET_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Shards, samples, bytes, columns, compression and a few decoded samples."""
-    from foundry.streaming.tools.inspect import inspect_dataset
-
     _json(json_out)
-    summary = inspect_dataset(url, samples=samples, allow_unsafe_types=allow_unsafe_types)
+    summary = _plane().inspect_dataset(url, samples=samples, allow_unsafe_types=allow_unsafe_types, secret=secret)
     if sink.json_mode:
         sink.emit(summary)
         return
@@ -122,14 +128,13 @@ def inspect_cmd(
 def verify_cmd(
     url: str = typer.Argument(..., help="The dataset's folder or URL (where index.json is)."),
     workers: int = typer.Option(4, "--workers", "-w", help="Shards checked in parallel."),
+    secret: str = typer.Option(None, "--secret", help=_SECRET_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Check every shard: present, right size, every hash, every header. Exits 1 on a bad shard."""
-    from foundry.streaming.tools.verify import verify_dataset
-
     _json(json_out)
     with _progress("verifying", "shards") as progress:
-        report = verify_dataset(url, workers=workers, progress=progress)
+        report = _plane().verify_dataset(url, workers=workers, progress=progress, secret=secret)
     data = report.as_dict()
     if sink.json_mode:
         sink.emit(data)

@@ -2,7 +2,7 @@
 registered datasets (FOUNDRY_HOME/datasets.yaml) the TUI's Datasets screen shows.
 
 Adds to the `dataset` group that convert/inspect/verify (dataset_cmds.py) share; the work is in
-`ControlPlane.datasets`.
+the control plane.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from .groups import group
 from .output import json_option, sink
 
 
-def _datasets():
+def _plane():
     from foundry.app.control import ControlPlane
 
-    return ControlPlane().datasets
+    return ControlPlane()
 
 
 def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, file:// or a folder)."),
@@ -28,7 +28,7 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
         json_out: bool = json_option()) -> None:
     """Register a dataset URL (shown by `foundry dataset list` and the TUI)."""
     sink.json_mode = sink.json_mode or json_out
-    entry = _datasets().add(url, name, secret)
+    entry = _plane().add_dataset(url, name, secret)
     if sink.json_mode:
         sink.emit({"name": entry.name, "url": entry.url} | ({"secret": entry.secret} if entry.secret else {}))
     else:
@@ -38,7 +38,7 @@ def add(url: str = typer.Argument(..., help="Dataset URL (s3://, gs://, oci://, 
 def list_datasets(json_out: bool = json_option()) -> None:
     """List registered datasets."""
     sink.json_mode = sink.json_mode or json_out
-    entries = _datasets().list()
+    entries = _plane().list_datasets()
     if sink.json_mode:  # "secret" only where one is bound
         sink.emit([{"name": e.name, "url": e.url} | ({"secret": e.secret} if e.secret else {}) for e in entries])
     else:
@@ -48,7 +48,7 @@ def list_datasets(json_out: bool = json_option()) -> None:
 
 def remove(name: str = typer.Argument(..., help="Name or URL of a registered dataset.")) -> None:
     """Forget a registered dataset (its data is untouched)."""
-    _datasets().remove(name)
+    _plane().remove_dataset(name)
     sink.info(f"removed dataset {name}")
 
 

@@ -162,7 +162,7 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     run = cp.get_run(name)
     from dataclasses import asdict
 
-    progress = cp.runs.progress(run)
+    progress = cp.run_progress(run)
     usage = cp.egress(name)
     if sink.json_mode:
         data = dict(run.to_dict(), progress=asdict(progress))

@@ -236,7 +236,7 @@ def describe_secret(name: str = typer.Argument(..., help="Secret name."), json_o
     variables = {}
     if reg is not None:
         by_field = {field: var for var, field in env_fields(reg.value).items()}
-        for var in cp.secrets.injection(name).env:   # names only: values stay in the store
+        for var in cp.secret_env_names(name):   # names only: values stay in the store
             field = next((f for f, v in by_field.items() if v == var), None)
             variables[var] = fields.get(field, "*** (hidden)") if field else "(set by the secret)"
     if sink.json_mode:

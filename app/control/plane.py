@@ -3,14 +3,19 @@
     from foundry.app.control import ControlPlane
     cp = ControlPlane()                      # FOUNDRY_HOME, or ControlPlane(home="/some/dir")
 
-ControlPlane composes named services, each owning its collaborators, and delegates the contract
-below to them; nothing else in the package takes a ControlPlane:
-    cp.runs       Runs (runs.py): lifecycle, logs, metrics, progress, checkpoints; the watchdog step
-    cp.launcher   Launcher (launcher.py): plans and launches every resumption (create, resume, retry)
-    cp.clusters   Clusters (clusters.py): clusters.yaml and each cluster's ComputeProvider
-    cp.secrets    SecretStore (secrets.py): stored secrets (values never leave it unmasked)
-    cp.datasets   Datasets (dataset_service.py): registered datasets, read with their secrets
-The CLI, the TUI and the SDK import only `foundry.app.control` (an import-linter contract).
+One door: every call the CLI, the TUI and the SDK make is a ControlPlane method below. ControlPlane
+composes named services, each owning its collaborators, and delegates to them; nothing else in the
+package takes a ControlPlane:
+    cp.runs         Runs (runs.py): lifecycle, logs, metrics, progress, checkpoints; the watchdog step
+    cp.launcher     Launcher (launcher.py): plans and launches every resumption (create, resume, retry)
+    cp.clusters     Clusters (clusters.py): clusters.yaml and each cluster's ComputeProvider
+    cp.secrets      SecretStore (secrets.py): stored secrets (values never leave it unmasked)
+    cp.datasets     Datasets (dataset_service.py): registered datasets, read and written with secrets
+    cp.checkpoints  Checkpoints (checkpoint_service.py): any save folder, read with a stored secret
+The services are how the plane is built (and what tests assemble or replace), not a second API: the
+CLI, the TUI and the SDK never reach through them (`cp.runs.x`), and import only
+`foundry.app.control`, never foundry.streaming or foundry.trainer (tests/test_layers.py and the
+import-linter contracts check both).
 
 Contract (for the CLI, TUI and SDK; all methods are synchronous, safe to call from a worker thread
 and from several processes at once; every error is a FoundryError with a one-line message and a hint):
@@ -38,45 +43,62 @@ Runs
 - wait(name, timeout=None, poll=0.5) -> RunInfo: until the run is no longer pending/running/stopping.
 - reconcile(name=None) -> list[str]: the watchdog step (refresh states from providers, relaunch runs
       lost to system failures up to scheduling.max_retries); list_runs/get_run call it.
-- runs.check_placement(name, cluster, gpus, nodes) -> DryRun: resume's checks, ahead of time.
-- runs.move(name, cluster, gpus, nodes, timeout, on_step) -> RunInfo: pause, wait, resume elsewhere.
-- runs.progress(run) -> RunProgress; runs.checkpoints(run) -> list[CheckpointRow] (read with the
-      run's own secrets); runs.save_url(run); runs.resolved_config(name); egress(name) -> dict.
+- check_placement(name, cluster, gpus, nodes) -> DryRun: resume's checks, ahead of time.
+- move_run(name, cluster, gpus, nodes, timeout, on_step) -> RunInfo: pause, wait, resume elsewhere.
+- run_progress(run) -> RunProgress; run_checkpoints(run) -> list[CheckpointRow] (read with the
+      run's own secrets); save_url(run); resolved_config(name); egress(name) -> dict.
 
 Run status (RunInfo.status, Resumption.state): pending, running, stopping (active) and paused,
 completed, failed (the job's own error, never retried), lost (system failure, retried while retries
 remain), stopped (stopped by the user without a checkpoint) — terminal.
 
 Clusters and secrets
-- list_clusters() -> list[ClusterInfo]; create_cluster(name, provider, options); delete_cluster(name)
+- list_clusters() -> list[ClusterInfo]; cluster_info(name); create_cluster(name, provider, options);
+      delete_cluster(name)
 - list_secrets() -> list[SecretInfo] (never values); create_secret(name, kind, values: dict[str, str])
-      -> SecretInfo; delete_secret(name); secret_types() -> list[SecretType] (fields, for forms);
-      check_secret_access(name, url) -> list[str]: a few keys under url, read with the secret.
+      -> SecretInfo; delete_secret(name); secret_exists(name); secret_env_names(name) -> list[str]
+      (the variables a job gets, names only); secret_types() -> list[SecretType] (fields, for forms);
+      check_secret_access(name, url) -> list[str]: a few keys under url, read with the secret;
+      with use_secrets(names): this process reads and writes storage with them (ConfigError if one
+      is missing).
 
-Datasets (cp.datasets)
-- list(); add(url, name=None, secret=None); remove(name_or_url); inspect(url, secret=None);
-      samples(url, start, count, secret=None); verify(url, progress=None, secret=None);
-      convert(src, dst, compression=None, progress=None) -> DatasetSummary.
+Datasets (every read and write takes `secret=`, a stored secret it is made with)
+- list_datasets(); add_dataset(url, name=None, secret=None) -> DatasetEntry; remove_dataset(name_or_url)
+- dataset_summary(url) -> DatasetSummary; dataset_samples(url, start, count) -> list[dict];
+      dataset_problems(url, progress=None) -> list[str]; convert_dataset(src, dst, compression=None,
+      progress=None) -> DatasetSummary (the TUI's views)
+- inspect_dataset(url, samples=3, allow_unsafe_types=False) -> dict; verify_dataset(url, workers=4,
+      progress=None) -> VerifyReport; convert_files(src, dst, columns=None, **options) -> ConvertResult;
+      tokenize_dataset(src, dst, tokenizer, concat_tokens, text={...}, **options) (`foundry dataset ...`)
+
+Checkpoints in any storage URL (`foundry checkpoint ls|inspect`)
+- list_checkpoints(url, secret=None) -> list[dict]; describe_checkpoint(url, verify=False, secret=None)
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
+from foundry.plugins.errors import ConfigError
 from foundry.plugins.manager import secret_type_registry
 
 from foundry.app.runspec import RunSpec
 
+from .checkpoint_service import Checkpoints
 from .clusters import Clusters
 from .config import FoundryPaths
 from .dataset_service import Datasets
-from .datasets import DatasetRegistry
+from .datasets import DatasetEntry, DatasetRegistry, DatasetSummary
 from .launcher import Launcher
 from .models import ClusterInfo, DryRun, RunInfo, SecretInfo
 from .registry import Registry
+from .run_views import CheckpointRow, RunProgress
 from .runs import Runs
 from .secret_check import check_bucket_access
+from .secret_env import secret_environment
 from .secret_vault import choose_vault
 from .secrets import SecretStore
 
@@ -89,6 +111,7 @@ class ControlPlane:
                                    choose_vault(os.environ.get("FOUNDRY_SECRET_STORE"), self.paths.home))
         self.clusters = Clusters(self.paths.clusters_file, self.secrets)
         self.datasets = Datasets(DatasetRegistry(self.paths.home), self.secrets)
+        self.checkpoints = Checkpoints(self.secrets)
         self.launcher = Launcher(self.paths, self.registry, self.clusters, self.secrets)
         self.runs = Runs(self.paths, self.registry, self.clusters, self.secrets, self.launcher)
 
@@ -139,9 +162,32 @@ class ControlPlane:
     def metrics(self, name: str) -> list[dict]:
         return self.runs.metrics(name)
 
+    def run_progress(self, run: RunInfo) -> RunProgress:
+        return self.runs.progress(run)
+
+    def run_checkpoints(self, run: RunInfo) -> list[CheckpointRow]:
+        return self.runs.checkpoints(run)
+
+    def save_url(self, run: RunInfo) -> str | None:
+        return self.runs.save_url(run)
+
+    def resolved_config(self, name: str) -> dict[str, Any]:
+        return self.runs.resolved_config(name)
+
+    def check_placement(self, name: str, cluster: str | None = None, gpus: int | None = None,
+                        nodes: int | None = None) -> DryRun:
+        return self.runs.check_placement(name, cluster, gpus, nodes)
+
+    def move_run(self, name: str, cluster: str | None = None, gpus: int | None = None, nodes: int | None = None,
+                 timeout: float | None = None, on_step: Callable[[str], None] | None = None) -> RunInfo:
+        return self.runs.move(name, cluster=cluster, gpus=gpus, nodes=nodes, timeout=timeout, on_step=on_step)
+
     # --- clusters and secrets -----------------------------------------------------------------
     def list_clusters(self) -> list[ClusterInfo]:
         return [self.clusters.info(n) for n in self.clusters.names()]
+
+    def cluster_info(self, name: str) -> ClusterInfo:
+        return self.clusters.info(name)
 
     def create_cluster(self, name: str, provider: str, options: dict[str, Any] | None = None) -> ClusterInfo:
         self.clusters.add(name, provider, options)
@@ -165,3 +211,67 @@ class ControlPlane:
     def check_secret_access(self, name: str, url: str, limit: int = 5) -> list[str]:
         """The first `limit` keys under `url`, listed with the secret's credentials (secret_check.py)."""
         return check_bucket_access(self.secrets, name, url, limit)
+
+    def secret_exists(self, name: str) -> bool:
+        return self.secrets.exists(name)
+
+    def secret_env_names(self, name: str) -> list[str]:
+        """The environment variables a job that lists the secret gets: names only, never values."""
+        return list(self.secrets.injection(name).env)
+
+    @contextmanager
+    def use_secrets(self, *names: str) -> Iterator[None]:
+        """This process reads and writes storage with the stored secrets `names` inside the block."""
+        missing = [n for n in names if not self.secrets.exists(n)]
+        if missing:
+            raise ConfigError(f"no secret named {missing[0]!r}", hint="`foundry get secrets` lists them; "
+                                                                     "`foundry create secret` adds one")
+        with secret_environment(self.secrets, list(names)):
+            yield
+
+    # --- datasets -----------------------------------------------------------------------------
+    def list_datasets(self) -> list[DatasetEntry]:
+        return self.datasets.list()
+
+    def add_dataset(self, url: str, name: str | None = None, secret: str | None = None) -> DatasetEntry:
+        return self.datasets.add(url, name, secret)
+
+    def remove_dataset(self, name_or_url: str) -> None:
+        self.datasets.remove(name_or_url)
+
+    def dataset_summary(self, url: str, secret: str | None = None) -> DatasetSummary:
+        return self.datasets.inspect(url, secret=secret)
+
+    def dataset_samples(self, url: str, start: int = 0, count: int = 10, secret: str | None = None) -> list[dict]:
+        return self.datasets.samples(url, start, count, secret=secret)
+
+    def dataset_problems(self, url: str, progress: Callable[[int, int], None] | None = None,
+                         secret: str | None = None) -> list[str]:
+        return self.datasets.verify(url, progress, secret=secret)
+
+    def convert_dataset(self, src: str | Path, dst: str, compression: str | None = None,
+                        progress: Callable[[int, int | None], None] | None = None) -> DatasetSummary:
+        return self.datasets.convert(src, dst, compression=compression, progress=progress)
+
+    def inspect_dataset(self, url: str, samples: int = 3, allow_unsafe_types: bool = False,
+                        secret: str | None = None) -> dict[str, Any]:
+        return self.datasets.inspect_report(url, samples, allow_unsafe_types, secret=secret)
+
+    def verify_dataset(self, url: str, workers: int = 4, progress: Callable[[int, int], None] | None = None,
+                       secret: str | None = None) -> Any:
+        return self.datasets.verify_report(url, workers, progress, secret=secret)
+
+    def convert_files(self, src: str, dst: str, *, columns: str | None = None, secret: str | None = None,
+                      **options: Any) -> Any:
+        return self.datasets.convert_files(src, dst, columns=columns, secret=secret, **options)
+
+    def tokenize_dataset(self, src: str, dst: str, tokenizer: str, concat_tokens: int, *, text: dict[str, Any],
+                         secret: str | None = None, **options: Any) -> Any:
+        return self.datasets.tokenize(src, dst, tokenizer, concat_tokens, text=text, secret=secret, **options)
+
+    # --- checkpoints in any storage URL -------------------------------------------------------
+    def list_checkpoints(self, url: str, secret: str | None = None) -> list[dict[str, Any]]:
+        return self.checkpoints.list(url, secret=secret)
+
+    def describe_checkpoint(self, url: str, verify: bool = False, secret: str | None = None) -> dict[str, Any]:
+        return self.checkpoints.describe(url, verify=verify, secret=secret)

@@ -117,7 +117,7 @@ class ClusterDetail(FoundryModal[str | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="load cluster")
     def load(self) -> None:
         plane = self.app.plane
-        info = plane.clusters.info(self.cluster)
+        info = plane.cluster_info(self.cluster)
         runs = [r for r in plane.list_runs(reconcile=False) if any(x.cluster == self.cluster for x in r.resumptions)]
         self.app.call_from_thread(self._show, info, runs)
 

@@ -44,7 +44,7 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="inspect dataset", group="summary")
     def load_summary(self) -> None:
-        summary = self.app.plane.datasets.inspect(self.url, secret=self.secret)
+        summary = self.app.plane.dataset_summary(self.url, secret=self.secret)
         self.app.call_from_thread(self._show_summary, summary)
         self.app.call_from_thread(self.load_page, 0)
 
@@ -67,7 +67,7 @@ class DatasetScreen(FoundryScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="read samples", group="samples")
     def load_page(self, start: int) -> None:
-        samples = self.app.plane.datasets.samples(self.url, start, PAGE, secret=self.secret)
+        samples = self.app.plane.dataset_samples(self.url, start, PAGE, secret=self.secret)
         self.app.call_from_thread(self._show_page, start, samples)
 
     def _show_page(self, start: int, samples: list[dict]) -> None:

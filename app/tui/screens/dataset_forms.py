@@ -67,7 +67,7 @@ class AddDatasetForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="add dataset")
     def add(self, url: str, name: str | None, secret: str | None) -> None:
         try:
-            entry = self.app.plane.datasets.add(url, name, secret)
+            entry = self.app.plane.add_dataset(url, name, secret)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
@@ -127,9 +127,9 @@ class ConvertForm(FoundryModal[bool]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="convert dataset")
     def convert(self, src: str, dst: str, compression: str | None) -> None:
         try:
-            datasets = self.app.plane.datasets
-            summary = datasets.convert(src, dst, compression=compression, progress=self._progress)
-            datasets.add(summary.url)
+            plane = self.app.plane
+            summary = plane.convert_dataset(src, dst, compression=compression, progress=self._progress)
+            plane.add_dataset(summary.url)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return
@@ -170,7 +170,7 @@ class VerifyDialog(FoundryModal[None]):
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=total, progress=done)
 
-        problems = self.app.plane.datasets.verify(self.url, progress, secret=self.secret)
+        problems = self.app.plane.dataset_problems(self.url, progress, secret=self.secret)
         text = "ok: every hash matches" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems[:5])
         self.app.call_from_thread(self.query_one("#verify-result", Label).update, text)
 

@@ -50,14 +50,14 @@ class DatasetsScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="list datasets", group="refresh")
     def refresh_datasets(self) -> None:
-        datasets = self.app.plane.datasets
-        entries = datasets.list()
+        plane = self.app.plane
+        entries = plane.list_datasets()
         self.entries = {e.name: e for e in entries}
         self.show_rows([dataset_row(e) for e in entries])
         rows = []
         for e in entries:
             try:
-                rows.append(dataset_row(e, datasets.inspect(e.url, secret=e.secret)))
+                rows.append(dataset_row(e, plane.dataset_summary(e.url, secret=e.secret)))
             except FoundryError as exc:
                 rows.append(dataset_row(e, error="error: " + exc.message))
         self.show_rows(rows)
@@ -111,6 +111,6 @@ class DatasetsScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="remove dataset", group="action")
     def remove_dataset(self, name: str) -> None:
-        self.app.plane.datasets.remove(name)
+        self.app.plane.remove_dataset(name)
         self.app.call_from_thread(self.notify, f"removed dataset {name}")
         self.app.call_from_thread(self.refresh_datasets)

@@ -103,7 +103,7 @@ class PlacementForm(FoundryModal[tuple | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, name="check placement")
     def validate(self, cluster: str, gpus: int | None, nodes: int | None) -> None:
         try:
-            self.app.plane.runs.check_placement(self.run_name, cluster, gpus, nodes)
+            self.app.plane.check_placement(self.run_name, cluster, gpus, nodes)
         except FoundryError as exc:
             self.app.call_from_thread(self.query_one("#form-error", Label).update, one_line(exc))
             return

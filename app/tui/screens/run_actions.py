@@ -110,7 +110,7 @@ class RunActions:
             self.app.call_from_thread(self.notify, message, timeout=3)
             self.app.call_from_thread(self.after_change)
 
-        info = self.app.plane.runs.move(name, cluster=cluster, gpus=gpus, nodes=nodes, timeout=600, on_step=step)
+        info = self.app.plane.move_run(name, cluster=cluster, gpus=gpus, nodes=nodes, timeout=600, on_step=step)
         self._done(f"run {name} moved to {info.cluster} (resumption {info.latest.index})")
 
     def action_delete(self) -> None:

@@ -89,18 +89,18 @@ class RunDetailScreen(RunActions, FoundryScreen):
         plane = self.app.plane
         run = plane.get_run(self.run_name)
         records = plane.metrics(self.run_name)
-        progress = plane.runs.progress(run)
+        progress = plane.run_progress(run)
         spans = steps_by_resumption(run, records)
         full = self._ticks % 5 == 0
         self._ticks += 1
         checkpoints = config = logs = url = usage = None
         if full:
             usage = plane.egress(self.run_name)
-            url = plane.runs.save_url(run)
-            config = plane.runs.resolved_config(self.run_name)
+            url = plane.save_url(run)
+            config = plane.resolved_config(self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
             try:
-                checkpoints = plane.runs.checkpoints(run)  # read with the run's own secrets
+                checkpoints = plane.run_checkpoints(run)  # read with the run's own secrets
             except Exception as exc:  # the store may be unreachable: say so, keep the rest
                 self.app.call_from_thread(self.app.report_failure, exc, "list checkpoints")
         if get_current_worker().is_cancelled:

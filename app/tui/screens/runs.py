@@ -54,7 +54,7 @@ class RunsScreen(RunActions, TableScreen):
         plane = self.app.plane
         runs = plane.list_runs()
         now = self.app.clock()
-        rows = [run_row(run, plane.runs.progress(run), now) for run in runs]
+        rows = [run_row(run, plane.run_progress(run), now) for run in runs]
         self.statuses = {run.name: run.status for run in runs}
         self.show_rows(rows)
 
