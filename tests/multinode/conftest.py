@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.multinode import S3_ENDPOINT, SKIPPED, foundry, run_yaml, steps, wait_status  # noqa: F401
+from support.multinode import S3_ENDPOINT, SKIPPED, ended, foundry, run_yaml, steps, wait_status  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET_SAMPLES = 144   # 12 steps x global batch 12: the tests train exactly one epoch
@@ -62,7 +62,7 @@ def mn_reference(mn3, mn_dataset, s3_server, tmp_path_factory):
                 s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
         spec = run_yaml(home / "ref.yaml", "ref", "local", 1, 1, mn_dataset, mn_dataset["bucket"], mn3)
         foundry("run", "-f", str(spec))
-        run = wait_status("ref", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+        run = wait_status("ref", ended, timeout=300)
         assert run["status"] == "completed", run
         return steps(home / "runs" / "ref")
     finally:

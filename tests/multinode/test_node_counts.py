@@ -11,7 +11,8 @@ import re
 import pytest
 
 from support.multinode import (
-    check_same_as_reference, describe, ended_how, foundry, run_yaml, steps, steps_of_resumption, wait_for, wait_status)
+    check_same_as_reference, describe, ended, ended_how, foundry, run_yaml, steps, steps_of_resumption, wait_for,
+    wait_status)
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode]
 RANK_ENV = re.compile(r"rank-env host=(\S+) RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) NODE_RANK=(\d+)")
@@ -54,7 +55,7 @@ def test_stop_on_two_nodes_resume_on_three(mn3, mn_home, mn_dataset, mn_referenc
     check_layout(rank_envs("grow", 0, 4), 2, 2, mn3.node_names)
 
     foundry("resume", "grow", "--nodes", "3")          # keeps 2 processes per node: 6 in all
-    done = wait_status("grow", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+    done = wait_status("grow", ended, timeout=300)
     assert done["status"] == "completed", ended_how("grow", done)
     res = done["resumptions"]
     assert [(r["cluster"], r["nodes"], r["devices"], r["state"]) for r in res] == [
@@ -90,7 +91,7 @@ def test_local_to_two_slurm_nodes_with_clusters_side_by_side(mn3, mn2, mn_home, 
         mn2.wan_on(n, 20, "200mbit")
     try:
         foundry("resume", "move", "--cluster", "mn2", "--nodes", "2", cwd=mn_home["tmp"])   # typed elsewhere
-        done = wait_status("move", lambda d: d["status"] not in ("pending", "running"), timeout=300)
+        done = wait_status("move", ended, timeout=300)
     finally:
         for n in (1, 2):
             mn2.wan_off(n)

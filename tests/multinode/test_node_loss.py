@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.multinode import check_same_as_reference, foundry, run_yaml, steps, wait_status
+from support.multinode import check_same_as_reference, ended, foundry, run_yaml, steps, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
 SAVE_EVERY = 2
@@ -64,7 +64,7 @@ def test_node_loss_is_retried_not_stopped_and_completes(mn3, mn_home, mn_dataset
     try:
         # "lost" with a retry left is the moment between the watchdog filing the loss and its relaunch
         # being recorded: not the end (the run went on to complete, with this assert seeing "lost")
-        done = wait_status("survivor", lambda d: d["status"] not in ("pending", "running", "stopping")
+        done = wait_status("survivor", lambda d: ended(d)
                            and not (d["status"] == "lost" and d["retries_used"] < d["max_retries"]),
                            timeout=360, poll=2)
     finally:

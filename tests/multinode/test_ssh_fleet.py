@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from foundry.app.control import ACTIVE_STATUSES
 from support.multinode import JOB, check_same_as_reference, ended_how, foundry, steps, wait_status
 from support.ssh_fleet import ssh_fleet_fixture  # noqa: F401  (the ssh_fleet fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-ACTIVE = ("pending", "running", "stopping")
+ACTIVE = ACTIVE_STATUSES  # unknown (the provider cannot say) is still going
 
 
 def run_spec(path: Path, name: str, cluster: str, nodes: int, gpus: int, data: dict, max_retries: int = 0,

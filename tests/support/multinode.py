@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from foundry.app.control import ACTIVE_STATUSES
 from support.control import wait_for as _wait_for
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "infra" / "multinode"
@@ -196,6 +197,12 @@ def wait_status(name: str, until, timeout: float = 300, poll: float = 1.0) -> di
             return last
         time.sleep(poll)
     raise AssertionError(f"run {name} never reached the expected state: {json.dumps(last, indent=1)[:3000]}")
+
+
+def ended(run: dict) -> bool:
+    """The run is no longer going: 'stopping' and 'unknown' (the provider cannot say, the job may well be
+    training) are not an end."""
+    return run["status"] not in ACTIVE_STATUSES
 
 
 def ended_how(name: str, run: dict) -> str:
