@@ -46,6 +46,7 @@ from .signals import protect_workers, take_early
 from . import workers
 from .throughput import count_tokens, device_peak_flops, flops_per_token, mfu
 from .time import TimeUnit, Timestamp, crossed
+from .torch_compat import forget_iterator
 
 log = logging.getLogger("foundry.trainer")
 
@@ -268,8 +269,7 @@ class Trainer:
         """Stop an iterator's workers now (they ignore SIGTERM: see workers.py); a loader with
         persistent workers then starts new ones at its next iter()."""
         workers.stop(batches)
-        if batches is not None and getattr(loader, "_iterator", None) is batches:
-            loader._iterator = None
+        forget_iterator(loader, batches)
 
     def _set_epoch(self, epoch: int) -> None:
         for obj in (getattr(self.train_dataloader, "sampler", None),

@@ -15,12 +15,14 @@ import atexit
 import weakref
 from typing import Any
 
+from .torch_compat import loader_workers, shutdown_workers
+
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
 def track(batches: Any) -> Any:
     """Remember an iterator with worker processes (a torch DataLoader's); returns it."""
-    if getattr(batches, "_workers", None):
+    if loader_workers(batches):
         try:
             _LIVE.add(batches)
         except TypeError:  # not weak-referenceable: nothing to track
@@ -31,13 +33,13 @@ def track(batches: Any) -> Any:
 def stop(batches: Any) -> None:
     """Shut an iterator's workers down now (the DataLoader's own shutdown, then a kill for any
     worker that did not exit)."""
-    if batches is None or not getattr(batches, "_workers", None):
+    if batches is None or not loader_workers(batches):
         return
     try:
-        batches._shutdown_workers()  # what the iterator's __del__ does
+        shutdown_workers(batches)
     except Exception:  # noqa: BLE001 - stopping anyway: kill what is left below
         pass
-    for worker in getattr(batches, "_workers", ()):
+    for worker in loader_workers(batches):
         if worker.is_alive():
             worker.kill()
             worker.join(timeout=5)

@@ -35,7 +35,8 @@ class PlainHostCopy:
     the physical limit of a checkpoint stall (pinned memory and non-blocking copies on a GPU)."""
 
     def __init__(self, trainer):
-        from foundry.trainer.checkpoint.state import _leaves, _local, live_model_optim_state
+        from foundry.trainer.checkpoint.state import _leaves, live_model_optim_state
+        from foundry.trainer.torch_compat import local_tensor as _local
 
         self.live = [_local(t) for _, t in _leaves(live_model_optim_state(trainer.model, trainer.optimizers))]
         self.pin = trainer.device.type == "cuda"
@@ -112,7 +113,8 @@ def slowest_rank(per_rank: list[dict]) -> dict:
 
 
 def _local_bytes(obj) -> int:
-    from foundry.trainer.checkpoint.state import _leaves, _local
+    from foundry.trainer.checkpoint.state import _leaves
+    from foundry.trainer.torch_compat import local_tensor as _local
 
     if isinstance(obj, torch.nn.Module):
         return sum(_local(p).numel() * p.element_size() for p in obj.parameters())

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from .state import _alias_key, _dtensor_type, _leaves, _local, live_model_optim_state, to_host
+from ..torch_compat import dtensor_like, dtensor_type, foreach_copy_, local_tensor
+from .state import _alias_key, _leaves, live_model_optim_state, to_host
 
 
 class HostBuffers:
@@ -71,18 +72,17 @@ class HostBuffers:
         self._ready()
         seen: dict[tuple, Any] = {}
         pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
-        dtensor = _dtensor_type()
 
         def visit(node: Any, path: str) -> Any:
             if isinstance(node, torch.Tensor):
                 key = _alias_key(node)
                 if key in seen:
                     return seen[key]
-                local = _local(node)
+                local = local_tensor(node)
                 src = local.detach()
                 buf = self._buffer(path, src)
                 pairs.append((src, buf))
-                out = dtensor(buf, node._spec, requires_grad=False) if local is not node else buf
+                out = dtensor_like(buf, node) if local is not node else buf
                 seen[key] = out
                 return out
             if isinstance(node, dict):
@@ -100,7 +100,7 @@ class HostBuffers:
             return
         srcs, bufs = (list(side) for side in zip(*pairs))
         try:  # one dispatch for all: a few microseconds per tensor less than a loop of copy_
-            torch._foreach_copy_(bufs, srcs, non_blocking=self.pin)
+            foreach_copy_(bufs, srcs, non_blocking=self.pin)
         except (RuntimeError, TypeError, NotImplementedError):  # a pair it cannot take: one by one
             for src, buf in pairs:
                 buf.copy_(src, non_blocking=self.pin)
@@ -115,13 +115,13 @@ class HostBuffers:
 
 
 def _meta(t: torch.Tensor) -> torch.Tensor:
-    local = _local(t)
+    local = local_tensor(t)
     return torch.empty(local.shape, dtype=local.dtype, device="meta")
 
 
 def sharded_params(model) -> bool:
     """The model's parameters are DTensors (FSDP): every rank holds a part of the state."""
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     return dtensor is not None and any(isinstance(p, dtensor) for p in model.parameters())
 
 
@@ -134,7 +134,7 @@ def live_fingerprint(model, optimizers: list) -> tuple:
     with other storage, an optimizer state value that is another object, a new state entry. Sound
     only while the plan keeps those storages (its copy sources) and objects (`_Plan.alive`) alive:
     then no address or id can be reused by a replacement."""
-    storages = tuple(_local(t).data_ptr() for t in model.parameters())
+    storages = tuple(local_tensor(t).data_ptr() for t in model.parameters())
     storages += tuple(t.data_ptr() for t in model.buffers())
     states = tuple(id(v) for v in _state_values(optimizers))
     groups = tuple(len(g["params"]) for opt in optimizers for g in opt.param_groups)

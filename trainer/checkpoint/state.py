@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
+from ..torch_compat import dtensor_type, local_tensor
+
 
 SCALARS = frozenset({type(None), bool, int, float, str})
 
@@ -36,23 +38,10 @@ def to_host(tree: Any) -> Any:
     return tree
 
 
-def _dtensor_type():
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch built without distributed
-        return None
-    return DTensor
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    dtensor = _dtensor_type()
-    return t._local_tensor if dtensor is not None and isinstance(t, dtensor) else t
-
-
 def _alias_key(t: torch.Tensor) -> tuple:
     """Same key for two tensors that are views of the same memory with the same layout: a state
     dict names a tied weight twice, as two tensor objects over one storage."""
-    local = _local(t)
+    local = local_tensor(t)
     if local.is_sparse or local.numel() == 0:  # empty shards (FSDP, a dim smaller than the world) share address 0
         return ("own", id(t))
     return (local.device, local.untyped_storage().data_ptr(), local.storage_offset(), tuple(local.shape),
@@ -79,7 +68,7 @@ def _leaves(tree: Any, path: str = ""):
 
 
 def holds_dtensors(tree: Any) -> bool:
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     return dtensor is not None and any(isinstance(t, dtensor) for _, t in _leaves(tree))
 
 
@@ -94,7 +83,7 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
     """The host copy with every DTensor gathered into a whole tensor (collective over `group`, a
     gloo group, so it runs off the training thread on CPU memory). With `keep` False the gathered
     tensors are dropped as soon as each collective is done (ranks that do not write the file)."""
-    dtensor = _dtensor_type()
+    dtensor = dtensor_type()
     if dtensor is None or not holds_dtensors(tree):
         return tree
     mesh = None
@@ -108,14 +97,14 @@ def gather_full(tree: Any, group=None, keep: bool = True) -> Any:
             raise CheckpointError("the full checkpoint layout supports 1-D device meshes only",
                                   hint="use checkpoint_layout='sharded'")
         if t.device_mesh.size() == 1:
-            return t._local_tensor
+            return local_tensor(t)
         if _is_dim0_shard(t.placements):  # FSDP's: uneven (even empty) shards, which full_tensor() mis-gathers
-            return _gather_dim0(t._local_tensor, tuple(t.shape), group, t.device_mesh.size())
+            return _gather_dim0(local_tensor(t), tuple(t.shape), group, t.device_mesh.size())
         if mesh is None:
             from torch.distributed.device_mesh import DeviceMesh
 
             mesh = DeviceMesh.from_group(group, "cpu")
-        return dtensor.from_local(t._local_tensor, mesh, t.placements, run_check=False,
+        return dtensor.from_local(local_tensor(t), mesh, t.placements, run_check=False,
                                   shape=t.shape, stride=t.stride()).full_tensor()
 
     def visit(node):
