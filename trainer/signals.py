@@ -1,6 +1,11 @@
 """Graceful pause: the first SIGTERM/SIGINT asks the loop to stop after the current step; a
-second one exits at once (exit status 128 + signal number), without a checkpoint. After training has
-completed (`settle`), a stop has nothing left to pause: the process exits 0 instead of dying of it.
+second one exits at once (exit status 128 + signal number), without a checkpoint.
+
+After training has completed (`settle`) the script may still have work to do (export or upload the
+model): a stop then has nothing to pause, so the default behaviour comes back and the process dies of
+the signal (143), which the control plane reads as not completed - never exit 0 with that work skipped.
+Once the interpreter shuts down (atexit), everything the script wanted is done: a stop then is ignored,
+so a completed run's exit 0 does not turn into 143 (the scheduler signalling every rank at the end).
 
 A stop can land before the Trainer exists (the job still imports torch, builds its model and data,
 meets the other ranks): an entry point calls `install_early()` first, and the Trainer it builds takes
@@ -10,6 +15,7 @@ signal with nothing to resume from.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -36,18 +42,15 @@ class PauseRequest:
         self._previous.clear()
 
     def settle(self) -> None:
-        """Training completed and its final checkpoint is published. A stop that lands now (the scheduler
-        signalling every rank while the process shuts down) must leave the run `completed`: exit 0 at
-        once instead of restoring the default action, which would die with 143 and fail the job."""
+        """Training completed and its final checkpoint is published: the handlers from before `install`
+        come back (the default one dies of the signal, after writing the transfer record), and from the
+        interpreter's shutdown on the pause signals are ignored."""
         if not self._previous:
             return  # never installed (not the main thread)
-        for sig in self.signals:
-            signal.signal(sig, self._exit_completed)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, _die_of_it if previous == signal.SIG_DFL else previous)  # type: ignore[arg-type]
         self._previous.clear()
-
-    def _exit_completed(self, signum, frame) -> None:
-        sys.stderr.write(f"foundry: {signal.Signals(signum).name} after training completed: exiting 0\n")
-        _exit_now(0)
+        _ignore_at_shutdown(self.signals)
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
@@ -60,15 +63,46 @@ class PauseRequest:
         sys.stderr.flush()
 
 
-def _exit_now(code: int) -> None:
-    """os._exit skips atexit: write what must outlive the process first. The transfer record
-    (plugins/transfers.py) is rewritten at most once a second, so the final checkpoint's bytes would
-    be missing from the run's egress."""
+def _die_of_it(signum, frame) -> None:
+    """The default action, after saving the transfer record the default would lose (see _exit_now)."""
+    sys.stderr.write(f"foundry: {signal.Signals(signum).name} after fit() returned: exiting "
+                     f"{128 + signum}, the script's remaining work not done\n")
+    _flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+_shutdown_hook: list[tuple[int, ...]] = []
+
+
+def _ignore_at_shutdown(signals: tuple[int, ...]) -> None:
+    """Registered after fit() (atexit runs last-registered first, so this runs before the shutdown
+    steps registered at import: the workers' stop, the transfer record). Ignored, not handled: the
+    interpreter resets its Python handlers to the default late in finalisation, SIG_IGN it keeps."""
+    if not _shutdown_hook:
+        atexit.register(_ignore_now, _shutdown_hook)
+    _shutdown_hook[:] = [signals]
+
+
+def _ignore_now(hook: list[tuple[int, ...]]) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in hook[0]:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _flush() -> None:
     from foundry.plugins.transfers import METER
 
     METER.flush()
     sys.stderr.flush()
     sys.stdout.flush()
+
+
+def _exit_now(code: int) -> None:
+    """os._exit skips atexit: write what must outlive the process first. The transfer record
+    (plugins/transfers.py) is rewritten at most once a second, so the final checkpoint's bytes would
+    be missing from the run's egress."""
+    _flush()
     os._exit(code)
 
 
