@@ -7,8 +7,10 @@ breaks things on purpose (`chaos`) carries that mark, and every cost mark implie
 (CI). Most marks come from the fixtures a test uses and its folder (below), so test files carry
 only the marks nothing here can see: a test that starts a process itself says so.
 
-Under CI (CI=true) a test whose body runs longer than FOUNDRY_UNMARKED_LIMIT_S (default 5 s) with
-no cost mark fails and names the mark to add, so the marks stay true and the fast tier fast.
+Under CI (CI=true) a test whose body runs longer than 5 s with no cost mark fails and names the mark
+to add, so the marks stay true and the fast tier fast. The 5 s are for an idle machine: they grow
+with the load per core (a busy machine stretches every test alike; the fast tier's slowest tests
+take 3-4 s at a load of 1-2 on 2 cores). FOUNDRY_UNMARKED_LIMIT_S=N sets a fixed limit instead.
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ COST_MARKS = frozenset({"slow", "integration", "subprocess", "slurm", "peer", "m
 TESTS = Path(__file__).resolve().parents[1]
 
 
-CHECK = pytest.StashKey[float | None]()  # the unmarked-test limit in seconds, None when not under CI
+IDLE_LIMIT_S = 5.0
+# (limit in seconds, whether it grows with the load), None when not under CI
+CHECK = pytest.StashKey["tuple[float, bool] | None"]()
 
 
 def pytest_configure(config):
     # read once, when the session starts: a test that sets CI or the limit changes nothing for itself
     under_ci = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-    config.stash[CHECK] = float(os.environ.get("FOUNDRY_UNMARKED_LIMIT_S", "5")) if under_ci else None
+    fixed = os.environ.get("FOUNDRY_UNMARKED_LIMIT_S")
+    config.stash[CHECK] = ((float(fixed), False) if fixed else (IDLE_LIMIT_S, True)) if under_ci else None
+
+
+def _limit_now(limit: float, scaled: bool) -> float:
+    return limit * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1)) if scaled else limit
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
@@ -65,11 +74,13 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    limit = item.config.stash.get(CHECK, None)
-    if (limit is not None and report.when == "call" and report.passed and report.duration > limit
-            and item.get_closest_marker("slow") is None):
+    check = item.config.stash.get(CHECK, None)
+    if check is None or report.when != "call" or not report.passed or item.get_closest_marker("slow"):
+        return
+    limit = _limit_now(*check)
+    if report.duration > limit:
         report.outcome = "failed"
         report.longrepr = (
-            f"{item.nodeid} ran {report.duration:.1f} s (over {limit:g} s) with no cost mark: add "
+            f"{item.nodeid} ran {report.duration:.1f} s (over {limit:.3g} s) with no cost mark: add "
             "@pytest.mark.subprocess if it starts processes or runs, else @pytest.mark.slow (markers: "
             "pyproject.toml [tool.pytest.ini_options]), or make it faster")
