@@ -28,7 +28,7 @@ from .format.hashing import is_hash
 from .format.index import INDEX_BASENAME, dump_index, shard_basename
 from .format import shard_files
 from .format.sample_encoders import json_sample_encoder, mds_columns, mds_sample_encoder, xsv_sample_encoder
-from .tools.upload import ShardUploader
+from .upload import ShardUploader
 
 _UNITS = {"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 _PENDING_SHARDS = 3  # shards finishing in the background before write() waits
