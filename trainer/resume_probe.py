@@ -92,7 +92,7 @@ class ResumeProbe:
         if self.stop_kind == "kill" and not self._stopped and _batch_of(trainer.checkpoints.last_saved) >= self.stop_at:
             # the checkpoint is uploading in the background: publish it now (every rank waits here at the
             # same batch), so the kill lands one batch after it instead of whenever the upload ends
-            trainer._published(trainer.checkpoints.wait())
+            trainer.publish_pending()
 
     def checkpoint_published(self, trainer, name: str) -> None:
         self._write({"kind": "published", "checkpoint": name, "batch": trainer.timestamp.batch})
@@ -163,7 +163,8 @@ def find_generators(model: torch.nn.Module) -> dict[str, Any]:
     """Random generators outside the global ones (which the checkpoint holds): attributes of the
     model's modules, and top-level names of modules that are not libraries (not under the Python
     installation, not Foundry's own)."""
-    global_ones = {id(torch.default_generator), id(random._inst), id(np.random.mtrand._rand)}
+    # the global instances (random._inst, numpy's mtrand._rand), reached through their public functions
+    global_ones = {id(torch.default_generator), id(random.random.__self__), id(np.random.random.__self__)}
     found: dict[int, str] = {}
     for path, module in model.named_modules():
         for attr, value in vars(module).items():

@@ -375,6 +375,11 @@ class Trainer:
             if isinstance(lg, JSONLinesLogger):
                 lg.log_metrics(event, self.timestamp.batch)
 
+    def publish_pending(self) -> None:
+        """Wait for the checkpoint uploading in the background and announce it now (checkpoint_published),
+        instead of at the next step: a stop that must land right after a checkpoint (verify-resume's kill)."""
+        self._published(self.checkpoints.wait())
+
     def _published(self, names: list[str]) -> None:
         for name in names:
             self._record({"event": "checkpoint_published", "checkpoint": name})
