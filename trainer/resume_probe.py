@@ -163,7 +163,7 @@ def find_generators(model: torch.nn.Module) -> dict[str, Any]:
     """Random generators outside the global ones (which the checkpoint holds): attributes of the
     model's modules, and top-level names of modules that are not libraries (not under the Python
     installation, not Foundry's own)."""
-    # the global instances (random._inst, numpy's mtrand._rand), reached through their public functions
+    # the global instances behind random.* and np.random.*, reached through their public functions
     global_ones = {id(torch.default_generator), id(random.random.__self__), id(np.random.random.__self__)}
     found: dict[int, str] = {}
     for path, module in model.named_modules():
