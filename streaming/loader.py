@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import inspect
 import signal
 import sys
@@ -21,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, default_collate, get_worker_info
 
 from . import batch_ring, fork_gc
+from .batch_handover import hand_over
 from .batch_reads import WorkerBatches
 from .topology import Topology
 
@@ -55,8 +57,9 @@ def _stack(arrays: list) -> Any:
     return out
 
 
-def _collate_read_only(batch: list) -> Any:
-    """default_collate, with numpy columns (read-only views of mapped shards) stacked in one copy.
+def _collate_read_only(batch: list, ring: bool = True) -> Any:
+    """default_collate, with numpy columns (read-only views of mapped shards) stacked in one copy
+    (in a worker, into its ring unless `ring=False`: a batch_transform gets tensors, not slots).
 
     Collating copies the samples into a new tensor, so the read-only source is never written
     through; torch's warning about non-writable arrays does not apply here.
@@ -70,7 +73,7 @@ def _collate_read_only(batch: list) -> Any:
                     and all(type(v) is np.ndarray and v.shape == value.shape and v.dtype == value.dtype for v in values)):
                 stackable[key] = values
             out[key] = values
-        in_ring = (_place_in_ring(first, out, stackable) if get_worker_info() is not None else None) or {}
+        in_ring = (_place_in_ring(first, out, stackable) if ring and get_worker_info() is not None else None) or {}
         for key, values in out.items():
             out[key] = in_ring.get(key) or (_stack(values) if key in stackable else _collate_read_only(values))
         return out
@@ -188,6 +191,19 @@ def _batch_made_in_worker(batch: Any) -> Any:
     return batch
 
 
+class _ThenTransform:
+    """collate_fn for batches torch makes from samples (no workers, or a sampler): the collate,
+    then the user's batch_transform; in a worker the result crosses through the ring. A class,
+    not a closure, so it pickles for the spawn and forkserver start methods."""
+
+    def __init__(self, collate: Callable[[list], Any], transform: Callable[[Any], Any]):
+        self.collate, self.transform = collate, transform
+
+    def __call__(self, samples: list) -> Any:
+        batch = self.transform(self.collate(samples))
+        return hand_over(batch) if get_worker_info() is not None else batch
+
+
 def _as_keywords(args: tuple, kwargs: dict) -> dict[str, Any]:
     """DataLoader's arguments, positional ones included (`StreamingDataLoader(ds, 32)`), by name."""
     names = list(inspect.signature(DataLoader.__init__).parameters)[1:]
@@ -200,11 +216,20 @@ def _as_keywords(args: tuple, kwargs: dict) -> dict[str, Any]:
 
 
 class StreamingDataLoader(DataLoader):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    """torch's DataLoader, plus `batch_transform`: a function of one batch, as the collate made it
+    (with the default collate, a dict of stacked tensors), that returns the batch the loop gets.
+    Unlike a collate_fn, it keeps the batch the workers read whole, and what it returns crosses
+    to the main process through the workers' shared-memory ring, as default batches do."""
+
+    def __init__(self, *args: Any, batch_transform: Callable[[Any], Any] | None = None, **kwargs: Any) -> None:
         kwargs = _as_keywords(args, kwargs)
-        batched = kwargs.get("batch_size", 1) is not None
+        batched = kwargs.get("batch_size", 1) is not None or kwargs.get("batch_sampler") is not None
+        if batch_transform is not None and (not callable(batch_transform) or not batched):
+            raise ValueError("batch_transform takes a function of one batch, and needs batches: "
+                             "pass a callable and a batch_size (or a batch_sampler)")
         if batched and kwargs.get("collate_fn") is None and not kwargs.get("batch_sampler"):
             kwargs["collate_fn"] = _collate_read_only
+        self.batch_transform = batch_transform
         kwargs["worker_init_fn"] = _IgnorePauseSignals(kwargs.get("worker_init_fn"))
         self._worker_batches = None
         dataset = kwargs.get("dataset")
@@ -214,11 +239,20 @@ class StreamingDataLoader(DataLoader):
             # them through; batch_size and drop_last still read as the caller set them
             size, drop_last = kwargs.pop("batch_size", 1), kwargs.pop("drop_last", False)
             collate = kwargs["collate_fn"]
-            self._worker_batches = WorkerBatches(size, drop_last, collate, reads_rows=collate is _collate_read_only)
+            default = collate is _collate_read_only
+            if default and batch_transform is not None:
+                collate = functools.partial(_collate_read_only, ring=False)
+            self._worker_batches = WorkerBatches(size, drop_last, collate, reads_rows=True, default_collate=default,
+                                                 transform=batch_transform)
             super().__init__(batch_size=None, **{**kwargs, "collate_fn": _batch_made_in_worker})
             object.__setattr__(self, "batch_size", size)  # DataLoader refuses a plain set after init
             object.__setattr__(self, "drop_last", drop_last)
         else:
+            if batch_transform is not None:
+                collate = kwargs.get("collate_fn") or default_collate
+                if collate is _collate_read_only:
+                    collate = functools.partial(_collate_read_only, ring=False)
+                kwargs["collate_fn"] = _ThenTransform(collate, batch_transform)
             super().__init__(**kwargs)
         self.num_samples_yielded = 0  # on this rank, since the current iteration (re)started
 

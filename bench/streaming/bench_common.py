@@ -6,7 +6,10 @@ Workloads (identical samples for every library):
 - WORKLOAD-zstd: the same samples in zstd-compressed shards.
 
 Epoch modes: plain (iterate the dataset), loader (DataLoader, batch 32, 2 workers), loader256
-(batch 256, 2 workers). Each side uses its library's own loader and default collate.
+(batch 256, 2 workers). Each side uses its library's own loader and default collate. collate /
+collate256: the same loaders, every side given the same fine-tuning collate_fn (`pad_collate`).
+transform / transform256: Foundry's loader keeps its worker-made batch and hands it to
+`batch_transform=pad_transform`, which makes the same dict; the peers run `pad_collate`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,45 @@ def split_workload(workload: str) -> tuple[str, str | None]:
 
 
 def batch_for(mode: str) -> int:
-    return 256 if mode == "loader256" else BATCH
+    return 256 if mode.endswith("256") else BATCH
+
+
+PAD_TO = 64         # pad to a multiple of this, as fine-tuning collators do (pad_to_multiple_of)
+PAD_ID = 0
+IGNORE_INDEX = -100  # labels where the loss ignores a position
+
+
+def pad_collate(batch):
+    """A fine-tuning collate_fn: each sample's tokens padded to the batch's longest (a multiple of
+    PAD_TO) into int64 input_ids, an attention_mask, and labels that ignore the padding."""
+    import torch
+
+    lengths = [len(s["tokens"]) for s in batch]
+    width = -(-max(lengths) // PAD_TO) * PAD_TO
+    input_ids = np.full((len(batch), width), PAD_ID, np.int64)
+    mask = np.zeros((len(batch), width), np.int64)
+    for row, (sample, n) in enumerate(zip(batch, lengths)):
+        input_ids[row, :n] = sample["tokens"]
+        mask[row, :n] = 1
+    labels = np.where(mask == 1, input_ids, IGNORE_INDEX)
+    return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask),
+            "labels": torch.from_numpy(labels)}
+
+
+def pad_transform(batch):
+    """`pad_collate`'s dict made from the stacked batch ({"tokens": int32[n, length]}), for
+    Foundry's batch_transform: every row has the same length, so padding is only to PAD_TO."""
+    import torch
+
+    tokens = batch["tokens"]
+    n, length = tokens.shape
+    width = -(-length // PAD_TO) * PAD_TO
+    input_ids = torch.full((n, width), PAD_ID, dtype=torch.int64)
+    input_ids[:, :length] = tokens
+    mask = torch.zeros((n, width), dtype=torch.int64)
+    mask[:, :length] = 1
+    labels = input_ids.masked_fill(mask == 0, IGNORE_INDEX)
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
 
 
 def samples(workload: str, n: int):
@@ -79,12 +120,18 @@ def write_mds(writer_class, workload: str, out: str, n: int) -> None:
     emit({"seconds": time.perf_counter() - t0, "samples": n})
 
 
-def epoch_result(ds, loader_class, mode: str, started: float, collate_fn=None) -> dict:
-    """One epoch of `ds`, plain or through `loader_class` with 2 workers; setup time since `started`."""
+def epoch_result(ds, loader_class, mode: str, started: float, collate_fn=None, batch_transform: bool = False) -> dict:
+    """One epoch of `ds`, plain or through `loader_class` with 2 workers; setup time since `started`.
+    collate* modes give every side `pad_collate`; transform* modes give a loader that takes
+    `batch_transform` (Foundry's) `pad_transform`, and the others `pad_collate`."""
     if mode == "plain":
         res = timed_epoch(ds, batched=False)
     else:
         kw = {"collate_fn": collate_fn} if collate_fn is not None else {}
+        if mode.startswith("transform") and batch_transform:
+            kw = {"batch_transform": pad_transform}
+        elif mode.startswith(("collate", "transform")):
+            kw = {"collate_fn": pad_collate}
         res = timed_epoch(loader_class(ds, batch_size=batch_for(mode), num_workers=2, **kw), batched=True)
     res["setup_s"] = time.perf_counter() - started - res["seconds"]
     return res

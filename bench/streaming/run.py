@@ -29,6 +29,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 PEERS = REPO / ".venv-peers"
+# modes that give every side the same user collate_fn (transform*: Foundry's batch_transform instead)
+COLLATE_MODES = ("collate", "collate256", "transform", "transform256")
 
 
 def litdata_python() -> Path:
@@ -212,11 +214,12 @@ def main() -> None:
                         else:
                             r[s].setdefault(f"{mode}_tree_rss_all", []).append(res.get("peak_tree_rss_mb"))
                             # after the first batch: the workers' start is left out, as the floor has none
-                            batch = 256 if mode == "loader256" else 32
+                            batch = 256 if mode.endswith("256") else 32
                             r[s].setdefault(f"{mode}_steady_sps_all", []).append(
                                 (res["samples"] - batch) / (res["seconds"] - res["first_sample_s"]))
                         print(f"[{wl}] {s} {mode} rep{rep} {res['samples'] / res['seconds']:.0f}/s "
-                              f"rss {res['maxrss_mb']:.0f}MB", flush=True)
+                              f"rss {res['maxrss_mb']:.0f}MB load {os.getloadavg()[0]:.2f}", flush=True)
+                        r.setdefault("load_all", []).append(os.getloadavg()[0])
             for rep in range(a.reps):
                 for s in sides:
                     forget_decompressed(dirs[s])
@@ -229,8 +232,10 @@ def main() -> None:
             for s in sides:
                 for key in ("plain_sps", "loader_sps", "loader256_sps", "loader_steady_sps", "loader256_steady_sps", "first", "spawn_first", "rss", "anon",
                             "resume", "loader_tree_rss", "loader256_tree_rss", "cold_sps", "cold_first_s",
-                            "cold_spawn_first_s", "cold_first32_s", "cold_first256_s", "one_shard_s"):
+                            "cold_spawn_first_s", "cold_first32_s", "cold_first256_s", "one_shard_s",
+                            *(f"{m}{k}" for m in COLLATE_MODES for k in ("_sps", "_steady_sps", "_tree_rss"))):
                     r[s][key] = median(r[s].get(f"{key}_all", []))
+            r["load"] = median(r.get("load_all", []))  # 1-minute load average after each epoch
             for s in sides:
                 r[s]["tree_floor"] = floors.get(s)
             for key in ("floor", "shuffled_floor", "ceiling"):
@@ -325,6 +330,10 @@ def table(results: dict) -> str:
             ("epoch from cache, DataLoader(batch 256, 2 workers), samples/s", "loader256_sps", True),
             ("  the same after the first batch (batch 32), samples/s", "loader_steady_sps", True),
             ("  the same after the first batch (batch 256), samples/s", "loader256_steady_sps", True),
+            ("DataLoader(batch 32, 2 workers), the same fine-tuning collate_fn, samples/s", "collate_sps", True),
+            ("DataLoader(batch 256, 2 workers), the same fine-tuning collate_fn, samples/s", "collate256_sps", True),
+            ("  Foundry: batch_transform on its worker-made batch (batch 32), samples/s", "transform_sps", True),
+            ("  Foundry: batch_transform on its worker-made batch (batch 256), samples/s", "transform256_sps", True),
             (f"cold epoch{at}, samples/s" if at else "cold epoch from SeaweedFS, samples/s", "cold_sps", True),
             ("fresh process -> first sample (local), s", "first", False),
             ("  the same from the process's start (interpreter and imports too), s", "spawn_first", False),
@@ -366,6 +375,8 @@ def table(results: dict) -> str:
                          for m in ("plain", "loader", "loader256", "loader_steady", "loader256_steady")
                          if r["foundry"].get(m + "_sps")]
                 out.append(f"\n{what}: {r[key]:,.0f} samples/s; Foundry as a fraction of it: {', '.join(parts)}\n")
+        if r.get("load"):
+            out.append(f"median 1-minute load average after an epoch: {r['load']:.2f}\n")
         out.append("")
     out.append("ratios: foundry/peer for throughputs, peer/foundry for times, memory and bytes (>1 = Foundry better)")
     return "\n".join(out)

@@ -26,7 +26,7 @@ def dataset(src: str, cache: str | None, batch: int = BATCH, **kw):
 def epoch(src: str, mode: str, cache: str | None = None) -> None:
     t0 = time.perf_counter()
     ds = dataset(src, cache, batch_for(mode))
-    res = epoch_result(ds, StreamingDataLoader, mode, t0)
+    res = epoch_result(ds, StreamingDataLoader, mode, t0, batch_transform=True)
     res["bytes_downloaded"] = ds.bytes_downloaded
     emit(res)
 
