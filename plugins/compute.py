@@ -40,6 +40,7 @@ class Capabilities:
     gpu_type_selection: bool = False     # places on a `gpu_type` (slurm gres, kubernetes node selector)
     instance_selection: bool = False     # places on an instance type (kubernetes: node.kubernetes.io/instance-type)
     launch_modes: tuple[str, ...] = ("per_process",)   # + "per_node": JobRequest.extra["launch"]
+    notice_window_s: float | None = None  # seconds from a preemption's SIGTERM to the kill, where known
 
 
 @dataclass

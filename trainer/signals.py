@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 
 class PauseRequest:
@@ -27,6 +28,7 @@ class PauseRequest:
         self.signals = signals
         self.requested = False
         self.signum: int | None = None
+        self.at: float | None = None  # time.monotonic() of the first stop signal
         self._previous: dict[int, object] = {}
 
     def install(self) -> "PauseRequest":
@@ -58,6 +60,7 @@ class PauseRequest:
             _exit_now(128 + signum)
         self.requested = True
         self.signum = signum
+        self.at = time.monotonic()
         sys.stderr.write(f"foundry: {signal.Signals(signum).name} received: pausing after this step "
                          "(checkpoint, then exit; send again to exit at once)\n")
         sys.stderr.flush()

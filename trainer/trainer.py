@@ -39,6 +39,7 @@ from .config import TrainerConfig
 from .env_settings import apply_env
 from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
+from .notice_window import NoticeWindow, last_publish_s
 from .precision import autocast, check_precision, describe_precision, make_grad_scaler
 from .resume_probe import probes_from_env
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
@@ -96,6 +97,7 @@ class Trainer:
         self.callbacks = CallbackList(list(callbacks or []) + probes_from_env())  # verify-resume's, when set
         self.checkpoints = CheckpointSession(self.cfg, self.env, self.run_dir)
         self.pause = take_early()  # a stop since the entry point started is not lost
+        self.notice = NoticeWindow.from_env()  # the preemption notice window, when the control plane knows it
         self.exit_on_pause = exit_on_pause
         self.paused = False
         self.last_loss: float | None = None
@@ -216,6 +218,7 @@ class Trainer:
         self.model.train()
         for event in self.checkpoints.take_events():
             self._record(event)
+        self._warn_window(last_publish_s(self.run_dir / "metrics.jsonl"), "the run's last checkpoint")
         self.callbacks.fire("fit_start", self)
         skip = point.fast_forward if point else 0
         batches = None
@@ -310,7 +313,7 @@ class Trainer:
         if stop:
             self._pause()
         elif crossed(self.cfg.save_time, before, self.timestamp) and not self._done():
-            self.checkpoints.save(self)
+            self._save()
 
     def _log_step(self) -> None:
         """The metrics row of the last step (once per step)."""
@@ -336,7 +339,7 @@ class Trainer:
         if self.eval_dataloader is not None and crossed(self.cfg.eval_time, before, self.timestamp, epoch_ended=True):
             self.evaluate()
         if crossed(self.cfg.save_time, before, self.timestamp, epoch_ended=True) and not self._done():
-            self.checkpoints.save(self)
+            self._save()
 
     def _zero_grad(self) -> None:
         for opt in self.optimizers:
@@ -380,10 +383,22 @@ class Trainer:
         instead of at the next step: a stop that must land right after a checkpoint (verify-resume's kill)."""
         self._published(self.checkpoints.wait())
 
+    def _save(self) -> None:
+        started = time.monotonic()
+        self.notice.saving(self.checkpoints.save(self), started)
+
     def _published(self, names: list[str]) -> None:
         for name in names:
-            self._record({"event": "checkpoint_published", "checkpoint": name})
+            publish_s = self.notice.published(name)
+            self._record({"event": "checkpoint_published", "checkpoint": name, "publish_s": publish_s})
             self.callbacks.fire("checkpoint_published", self, name)
+            self._warn_window(publish_s, f"checkpoint {name}")
+
+    def _warn_window(self, publish_s: float | None, source: str) -> None:
+        warning = self.notice.check(publish_s, source) if self.env.is_main else None
+        if warning:
+            sys.stderr.write(warning + "\n")
+            self._record({"event": "notice_window_short", "grace_s": self.notice.grace_s, "publish_s": publish_s})
 
     def _close(self) -> None:
         for lg in self.loggers:
@@ -397,7 +412,7 @@ class Trainer:
 
             name = checkpoint_name(self.timestamp.epoch, self.timestamp.batch)
             if name not in (self.checkpoints.last_saved, self.checkpoints.resumed_from):
-                self.checkpoints.save(self)
+                self._save()
             self._published(self.checkpoints.wait())
         self.callbacks.fire("fit_end", self)
         self._close()
@@ -408,9 +423,12 @@ class Trainer:
         if self.checkpoints.saver is None:
             log.warning("paused without a save_folder: no checkpoint written")
         else:
-            self.checkpoints.save(self)
+            self._save()
             self._published(self.checkpoints.wait())
-        self._record({"event": "paused", "checkpoint": self.checkpoints.last_saved if self.checkpoints.saver else None})
+        notice_s = None if self.pause.at is None else round(time.monotonic() - self.pause.at, 3)
+        self._record({"event": "paused", "checkpoint": self.checkpoints.last_saved if self.checkpoints.saver else None,
+                      "notice_s": notice_s})  # from this rank's SIGTERM to the published checkpoint
+        self._warn_window(notice_s, "the stop's checkpoint (from the notice)")
         self.callbacks.fire("fit_end", self)
         self._close()
         if self.env.is_main:

@@ -58,6 +58,9 @@ class Launcher:
         request = build_request(self.paths, self.secrets, spec, run_id, idx, place,
                                 gpu_cluster=wants_gpus(provider, place, desc))
         request.extra["submit_dir"] = submit_dir or os.getcwd()
+        grace = spec.grace or getattr(provider.capabilities, "notice_window_s", None)
+        if grace:  # the trainer checks its last checkpoint fits (trainer/notice_window.py)
+            request.env["FOUNDRY_GRACE_S"] = f"{grace:g}"
         return Planned(provider, provider.dryrun(request))
 
     def resumption_fields(self, place: Placement, cause: str, placed_because: str | None = None) -> dict[str, Any]:

@@ -14,6 +14,8 @@ The modern form (mcli's newer shape):
       - {integration_type: git_repo, git_repo: org/repo, git_branch: main, pip_install: -e .}
       - {integration_type: pip_packages, packages: [numpy]}
     scheduling: {max_retries: 2, priority: medium}
+    grace: 30s                      # the preemption notice window (SIGTERM to kill): the trainer says at
+                                    # start when its last checkpoint cannot be published within it
 
 `command` runs once per process (rank) under torchrun, with RANK, LOCAL_RANK, WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT set, unless it starts the ranks itself as mcli YAML does (composer,
@@ -117,6 +119,23 @@ class Scheduling(_Strict):
     _counts = field_validator("max_retries", mode="before")(_whole_number)
 
 
+_GRACE_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _grace_seconds(value: Any) -> Any:
+    """`grace: 30s`, `2m` or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 30s or 2m")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        unit = _GRACE_UNITS.get(text[-1:]) if text else None
+        try:
+            return float(text[:-1]) * unit if unit else float(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a duration: write it as 30s, 2m or a number of seconds") from None
+    return value
+
+
 class RunSpec(_Strict):
     name: str
     image: str | None = None
@@ -131,6 +150,11 @@ class RunSpec(_Strict):
     integrations: list[Integration] = Field(default_factory=list)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     launch: Literal["auto", "per_process", "per_node"] = "auto"   # see launch_mode.py
+    # Seconds between a stop's SIGTERM and the kill (Kubernetes terminationGracePeriodSeconds, Slurm
+    # --signal=B:TERM@N); unset: the provider's known window, if any. The job gets FOUNDRY_GRACE_S.
+    grace: float | None = Field(default=None, gt=0, le=86_400)
+
+    _grace = field_validator("grace", mode="before")(_grace_seconds)
 
     @property
     def launch_mode(self) -> str:
