@@ -5,8 +5,11 @@ as do Foundry's providers); RUN_NAME and RESUMPTION_INDEX from the control plane
 mean a single process on a single node. A launcher that sets RANK/WORLD_SIZE but not the local
 sizes (`srun python train.py` with a one-line wrapper, one Slurm task per rank) is read from
 Slurm's own SLURM_LOCALID and tasks-per-node; without those, every rank is taken to be on this
-node. Read when asked (`LaunchEnv.detect()`), never at import time. The trainer and the streaming
-dataset both build their topology from this.
+node. Read when asked (`LaunchEnv.detect()`), never at import time.
+
+LaunchEnv is Foundry's one topology type (as mosaic's `World` is theirs): the trainer uses it as it
+is (`trainer.dist.DistEnv` is this class), and the streaming dataset's `Topology` (streaming/topology.py)
+is this class with a detect() that also asks torch.distributed and fills the DataLoader worker fields.
 """
 
 from __future__ import annotations
@@ -26,6 +29,29 @@ class LaunchEnv:
     local_world_size: int = 1
     resumption_index: int = 0
     run_name: str | None = None
+    worker_id: int = 0       # the DataLoader worker reading in this process (streaming's Topology.detect)
+    num_workers: int = 1
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def node(self) -> int:
+        return self.rank // self.local_world_size
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, self.world_size // self.local_world_size)
+
+    @property
+    def alone_on_node(self) -> bool:
+        """The node's only process reading a dataset: one rank, at most one DataLoader worker."""
+        return self.local_world_size == 1 and self.num_workers == 1
 
     @classmethod
     def detect(cls, environ: Mapping[str, str] | None = None) -> "LaunchEnv":

@@ -1,5 +1,8 @@
 """Where this process sits: rank, world size, node, DataLoader worker. Detected, never imported.
 
+`Topology` is Foundry's one topology type (plugins.launch_env.LaunchEnv: the same fields and properties,
+node / num_nodes / alone_on_node included); this subclass adds only the streaming side's detect().
+
 `Topology.detect()` reads torch.distributed when it is initialized, else the launch environment
 (foundry.plugins.launch_env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), and `torch.utils.data.get_worker_info()`
 for the DataLoader worker. It is called when iteration starts, so a dataset built before
@@ -14,29 +17,9 @@ from foundry.plugins.launch_env import LaunchEnv
 
 
 @dataclass(frozen=True)
-class Topology:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    worker_id: int = 0
-    num_workers: int = 1
-
-    @property
-    def node(self) -> int:
-        return self.rank // self.local_world_size
-
-    @property
-    def num_nodes(self) -> int:
-        return max(1, self.world_size // self.local_world_size)
-
-    @property
-    def alone_on_node(self) -> bool:
-        """The node's only process reading this dataset: one rank, at most one DataLoader worker."""
-        return self.local_world_size == 1 and self.num_workers == 1
-
+class Topology(LaunchEnv):
     @classmethod
-    def detect(cls) -> "Topology":
+    def detect(cls) -> "Topology":  # type: ignore[override]  # no environ: torch's view decides
         launch = LaunchEnv.detect()
         rank, world = launch.rank, launch.world_size
         local_rank, local_world = launch.local_rank, launch.local_world_size
@@ -55,4 +38,6 @@ class Topology:
                 worker_id, num_workers = info.id, info.num_workers
         except ImportError:  # pragma: no cover
             pass
-        return cls(rank, world, local_rank, local_world, worker_id, num_workers)
+        return cls(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
+                   resumption_index=launch.resumption_index, run_name=launch.run_name, worker_id=worker_id,
+                   num_workers=num_workers)

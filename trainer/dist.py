@@ -1,41 +1,20 @@
 """Topology in one object: what torchrun (or a provider) put in the environment, read once.
 
-`DistEnv.detect()` is where the trainer learns RANK/WORLD_SIZE/... (through plugins.launch_env); `init()` starts the
+`DistEnv.detect()` is where the trainer learns RANK/WORLD_SIZE/...: DistEnv is plugins.launch_env's LaunchEnv,
+Foundry's one topology type (the name stays for the trainer's callers); `init()` starts the
 process group (gloo on CPU, nccl on GPU). `choose_parallelism` is the pure rule for DDP vs FSDP;
 FSDP runs on CPU (gloo) exactly as on GPU, and in one process without torchrun as world size 1.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from foundry.plugins.errors import ConfigError
 from foundry.plugins.launch_env import LaunchEnv
 
-
-@dataclass(frozen=True)
-class DistEnv:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    resumption_index: int = 0
-
-    @classmethod
-    def detect(cls, environ: Mapping[str, str] | None = None) -> "DistEnv":
-        launch = LaunchEnv.detect(environ)
-        return cls(rank=launch.rank, world_size=launch.world_size, local_rank=launch.local_rank,
-                   local_world_size=launch.local_world_size, resumption_index=launch.resumption_index)
-
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+DistEnv = LaunchEnv   # rank, world_size, local_rank, local_world_size, resumption_index; .distributed, .is_main
 
 
 def pick_device(requested: str, env: DistEnv):
