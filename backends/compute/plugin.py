@@ -1,4 +1,4 @@
-"""Built-in compute providers (local, Slurm, Kubernetes, ssh fleets), contributed through the same
+"""Built-in compute providers (local, Slurm, Kubernetes, ssh fleets, ec2), contributed through the same
 `register_compute` hook third-party plugins use. Provider modules are imported only when the hook
 runs, and import their SDKs only when used."""
 
@@ -9,6 +9,7 @@ from foundry.plugins.hookspecs import hookimpl
 
 @hookimpl
 def register_compute(register):
+    from .ec2 import Ec2Provider
     from .kubernetes import KubernetesProvider
     from .local import LocalProvider
     from .slurm import SlurmProvider
@@ -18,3 +19,4 @@ def register_compute(register):
     register("slurm", SlurmProvider)
     register("kubernetes", KubernetesProvider)
     register("ssh", SshProvider)
+    register("ec2", Ec2Provider)
