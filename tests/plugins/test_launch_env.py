@@ -38,3 +38,16 @@ def test_one_slurm_task_per_rank_gives_the_local_sizes():
     assert LaunchEnv.detect(per_node) == env
     with pytest.raises(ConfigError, match="same number"):
         LaunchEnv.detect({**slurm, "SLURM_TASKS_PER_NODE": "5,3"})
+
+
+def test_one_topology_type():
+    """The trainer's DistEnv is LaunchEnv; streaming's Topology only adds its detect(), no fields."""
+    from dataclasses import fields
+
+    from foundry.streaming.topology import Topology
+    from foundry.trainer.dist import DistEnv
+
+    assert DistEnv is LaunchEnv and issubclass(Topology, LaunchEnv)
+    assert [f.name for f in fields(Topology)] == [f.name for f in fields(LaunchEnv)]
+    env = LaunchEnv(rank=5, world_size=8, local_rank=1, local_world_size=4)
+    assert (env.node, env.num_nodes, env.is_main, env.distributed, env.alone_on_node) == (1, 2, False, True, False)
