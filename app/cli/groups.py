@@ -14,6 +14,7 @@ GROUP_HELP = {
     "describe": "Show one thing in detail.",
     "create": "Create things: secrets, clusters.",
     "delete": "Delete things: runs, secrets, clusters.",
+    "clean": "Clean up leftovers: instances.",
     "dataset": "Datasets: convert, inspect, verify; register URLs for the TUI (add, list, remove).",
 }
 

@@ -14,14 +14,14 @@ import typer
 from foundry import __version__
 from foundry.plugins.errors import FoundryError
 
-from . import (checkpoint_cmds, cluster_cmds, dataset_cmds, dataset_registry_cmds, plugins_cmd, run_cmds,
-               secret_cmds, storage_cmds, verify_cmds)
+from . import (checkpoint_cmds, cluster_cmds, dataset_cmds, dataset_registry_cmds, instance_cmds, plugins_cmd,
+               run_cmds, secret_cmds, storage_cmds, verify_cmds)
 from .output import sink
 
 # The command modules, one per noun; each exposes `register(app)` and adds its commands (or its verbs'
 # commands: groups.py) to the root app. Plain imports, so linters and import graphs see the whole CLI.
 COMMAND_MODULES = (run_cmds, secret_cmds, cluster_cmds, dataset_registry_cmds, dataset_cmds, storage_cmds,
-                   checkpoint_cmds, verify_cmds)
+                   checkpoint_cmds, verify_cmds, instance_cmds)
 
 
 def _version(value: bool) -> None:

@@ -72,6 +72,8 @@ class Clusters:
             cfg.setdefault("state_dir", str(self.path.parent / "cluster-state" / name))
             if cfg.get("secret") and self.secrets is not None:
                 cfg["secret_injection"] = self.secrets.injection(str(cfg["secret"]))
+            if cfg.get("credentials") and self.secrets is not None:   # a cloud provider's own API keys
+                cfg["credentials_injection"] = self.secrets.injection(str(cfg["credentials"]))
         return reg.value(cfg)
 
     def add(self, name: str, provider: str, options: dict[str, Any] | None = None,

@@ -47,6 +47,8 @@ Runs
 - move_run(name, cluster, gpus, nodes, timeout, on_step) -> RunInfo: pause, wait, resume elsewhere.
 - run_progress(run) -> RunProgress; run_checkpoints(run) -> list[CheckpointRow] (read with the
       run's own secrets); save_url(run); resolved_config(name); egress(name) -> dict.
+- run_ledger(run, records=None) -> Ledger: per resumption how it ended, detection and restart times,
+      steps redone; the run's goodput (recovery.py; registry, metrics rows and heartbeats only).
 
 Run status (RunInfo.status, Resumption.state): pending, running, stopping (active) and paused,
 completed, failed (the job's own error, never retried), lost (system failure, retried while retries
@@ -94,6 +96,7 @@ from .dataset_service import Datasets
 from .datasets import DatasetEntry, DatasetRegistry, DatasetSummary
 from .launcher import Launcher
 from .models import ClusterInfo, DryRun, RunInfo, SecretInfo
+from .recovery import Ledger
 from .registry import Registry
 from .run_views import CheckpointRow, RunProgress
 from .runs import Runs
@@ -165,6 +168,9 @@ class ControlPlane:
     def run_progress(self, run: RunInfo) -> RunProgress:
         return self.runs.progress(run)
 
+    def run_ledger(self, run: RunInfo, records: list[dict] | None = None) -> Ledger:
+        return self.runs.ledger(run, records)
+
     def run_checkpoints(self, run: RunInfo) -> list[CheckpointRow]:
         return self.runs.checkpoints(run)
 
@@ -195,6 +201,18 @@ class ControlPlane:
 
     def delete_cluster(self, name: str) -> None:
         self.clusters.remove(name)
+
+    def list_instances(self) -> list[dict[str, Any]]:
+        """Live cloud instances Foundry made (ec2, ...), each with its cost so far."""
+        from .instances import list_instances
+
+        return list_instances(self.clusters)
+
+    def clean_instances(self) -> list[str]:
+        """Terminate every instance Foundry made whose resumption is not running; returns their ids."""
+        from .instances import clean_instances
+
+        return clean_instances(self.clusters, self.registry)
 
     def list_secrets(self) -> list[SecretInfo]:
         return self.secrets.list()
