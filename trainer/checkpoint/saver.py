@@ -118,7 +118,8 @@ class CheckpointSaver:
                                 world_size=self.world_size, timestamp=meta["timestamp"],
                                 resumption_index=meta["resumption_index"], config=meta["config"],
                                 files=[entry for _, entry in files])
-            store_ops.publish(self.store, manifest)
+            # every file went through upload_files on the rank that wrote it, which verified it
+            store_ops.publish(self.store, manifest, verified=[entry.key for _, entry in files])
             store_ops.prune(self.store, self.keep, protect=name)
             self._prune_staging(name)
             with self._lock:

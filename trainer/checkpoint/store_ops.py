@@ -22,12 +22,49 @@ from .format import LATEST, MANIFEST, FileEntry, Manifest, digest_file, parse_na
 log = logging.getLogger("foundry.trainer.checkpoint")
 
 
-def upload_files(store, name: str, local_files: list[tuple[Path, FileEntry]]) -> None:
+def upload_files(store, name: str, local_files: list[tuple[Path, FileEntry]]) -> list[str]:
+    """Upload and verify each file (see verify_object: against the local file, no read-back when
+    the store's ETag can be recomputed from it); returns the keys verified, for `publish`."""
     for path, entry in local_files:
         store.put_file(f"{name}/{entry.key}", path)
+        verify_object(store, f"{name}/{entry.key}", entry, local=path)
+    return [entry.key for _, entry in local_files]
 
 
-def verify_object(store, key: str, entry: FileEntry) -> None:
+def multipart_etag(path: Path, size: int, part_size: int) -> tuple[str, str]:
+    """(S3's ETag of a multipart upload of `path` in `part_size` parts: md5 of the parts' md5s
+    and "-N"; the md5 of the whole file), in one read."""
+    digests, whole = [], hashlib.md5()
+    with open(path, "rb") as f:
+        for _ in range(0, size, part_size):
+            part, left = hashlib.md5(), part_size
+            while left and (chunk := f.read(min(left, 4 << 20))):
+                part.update(chunk)
+                whole.update(chunk)
+                left -= len(chunk)
+            digests.append(part.digest())
+    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}", whole.hexdigest()
+
+
+def _matches_local_parts(store, etag: str, entry: FileEntry, local: Path | None) -> bool:
+    """True when `etag` is the multipart ETag of `local` uploaded in the store's part size and
+    `local` is the file `entry` describes (same size and md5). Anything else (another store's
+    ETag kind, another part size, no local file): False, and the caller reads the object back."""
+    transfer = getattr(store, "transfer", None)
+    count = etag.rpartition("-")[2]
+    if local is None or transfer is None or not count.isdigit() or len(etag.partition("-")[0]) != 32:
+        return False
+    part_size = transfer.part_size_for(entry.size)
+    if int(count) != -(-entry.size // part_size) or not local.is_file() or local.stat().st_size != entry.size:
+        return False
+    parts, whole = multipart_etag(local, entry.size, part_size)
+    return parts == etag and whole == entry.md5  # and the local file is still what the manifest says
+
+
+def verify_object(store, key: str, entry: FileEntry, local: Path | None = None) -> None:
+    """Check the object at `key` is `entry`: its size, then its MD5 ETag; a multipart ETag is
+    recomputed from `local` (the file just uploaded) when there is one, else the object is read
+    back and its sha256 compared."""
     try:
         info = store.head(key)
     except ObjectNotFoundError:
@@ -39,6 +76,8 @@ def verify_object(store, key: str, entry: FileEntry) -> None:
         if etag != entry.md5:
             raise CheckpointError(f"checkpoint file {store.child_url(key)} has the wrong checksum (md5)")
         return
+    if _matches_local_parts(store, etag, entry, local):
+        return
     with tempfile.TemporaryDirectory(prefix="foundry-verify-") as tmp:
         local = Path(tmp) / "obj"
         store.get_file(key, local)
@@ -46,9 +85,12 @@ def verify_object(store, key: str, entry: FileEntry) -> None:
             raise CheckpointError(f"checkpoint file {store.child_url(key)} has the wrong checksum (sha256)")
 
 
-def publish(store, manifest: Manifest) -> None:
-    """Verify every file of `manifest` in the store, write the manifest, then the pointer."""
+def publish(store, manifest: Manifest, verified: tuple[str, ...] | list[str] = ()) -> None:
+    """Verify every file of `manifest` in the store (except the keys in `verified`, which
+    upload_files already checked), write the manifest, then the pointer."""
     for entry in manifest.files:
+        if entry.key in verified:
+            continue
         verify_object(store, f"{manifest.name}/{entry.key}", entry)
     data = manifest.to_bytes()
     key = f"{manifest.name}/{MANIFEST}"
