@@ -164,8 +164,10 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
 
     progress = cp.run_progress(run)
     usage = cp.egress(name)
+    records = cp.metrics(name)
+    ledger = cp.run_ledger(run, records)
     if sink.json_mode:
-        data = dict(run.to_dict(), progress=asdict(progress))
+        data = dict(run.to_dict(), progress=asdict(progress), recovery=asdict(ledger))
         for res in data["resumptions"]:   # bytes per node under each resumption, summed for the run below
             res["egress"] = usage["resumptions"].get(str(res["index"]), {})
         data["egress"] = {k: usage[k] for k in ("nodes", "total", "cost")}
@@ -186,7 +188,8 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)
-    curve = loss_curve(_cp().metrics(name))
+    _recovery(ledger)
+    curve = loss_curve(records)
     if curve:
         sink.out.print()
         sink.lines([curve])
@@ -200,6 +203,24 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
     sink.emit([{"time": _when(e.time), "event": e.event, "resumption": e.resumption,
                 "details": {k: v for k, v in e.details.items() if k != "resumption"} or None}
                for e in run.events], title="Events")
+
+
+def _secs(value: float | None) -> str | None:
+    return None if value is None else f"{value:.0f}s" if value >= 10 else f"{value:.1f}s"
+
+
+def _recovery(ledger) -> None:
+    """The recovery ledger: only once a run has more than one resumption or lost one."""
+    if len(ledger.entries) > 1 or any(e.ended == "lost" for e in ledger.entries):
+        sink.out.print()
+        sink.emit([{"#": e.resumption, "ended": e.ended or "running", "why": e.why,
+                    "steps": f"{e.steps[0]}-{e.steps[1]}" if e.steps else None,
+                    "detected after": _secs(e.detect_s), "next first step after": _secs(e.restart_s),
+                    "steps redone": e.steps_redone, "time lost": _secs(e.lost_s)} for e in ledger.entries],
+                  title="Recovery")
+    if ledger.goodput is not None:
+        sink.lines([f"goodput: {ledger.goodput:.0%} ({_secs(ledger.useful_s)} on steps that counted of "
+                    f"{_secs(ledger.wall_s)} since the first launch)"])
 
 
 def logs(

@@ -47,7 +47,7 @@ Runs
 - move_run(name, cluster, gpus, nodes, timeout, on_step) -> RunInfo: pause, wait, resume elsewhere.
 - run_progress(run) -> RunProgress; run_checkpoints(run) -> list[CheckpointRow] (read with the
       run's own secrets); save_url(run); resolved_config(name); egress(name) -> dict.
-- run_ledger(run, records=None) -> Ledger: per resumption how it ended, detection and restart times,
+- run_ledger(run, records=None, now=None) -> Ledger: per resumption how it ended, detection and restart times,
       steps redone; the run's goodput (recovery.py; registry, metrics rows and heartbeats only).
 
 Run status (RunInfo.status, Resumption.state): pending, running, stopping (active) and paused,
@@ -168,8 +168,8 @@ class ControlPlane:
     def run_progress(self, run: RunInfo) -> RunProgress:
         return self.runs.progress(run)
 
-    def run_ledger(self, run: RunInfo, records: list[dict] | None = None) -> Ledger:
-        return self.runs.ledger(run, records)
+    def run_ledger(self, run: RunInfo, records: list[dict] | None = None, now: float | None = None) -> Ledger:
+        return self.runs.ledger(run, records, now)
 
     def run_checkpoints(self, run: RunInfo) -> list[CheckpointRow]:
         return self.runs.checkpoints(run)

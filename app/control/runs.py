@@ -28,6 +28,7 @@ from .launcher import Launcher
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, RESUMABLE_STATUSES, DryRun, RunInfo
 from .reconcile import Watchdog
+from .recovery import Ledger, ledger
 from .registry import Registry
 from .run_views import CheckpointRow, RunProgress
 
@@ -268,6 +269,15 @@ class Runs:
     def progress(self, run: RunInfo) -> RunProgress:
         """Step / max, loss, throughput and ETA from the run's metrics (run_views.py)."""
         return run_views.run_progress(self.paths.run_dir(run.name), run, self.metrics(run.name))
+
+    def ledger(self, run: RunInfo, records: list[dict] | None = None, now: float | None = None) -> Ledger:
+        """Each resumption's end, detection and restart times, steps redone, and goodput (recovery.py)."""
+        from foundry.plugins.heartbeat import last_beat
+
+        run_dir = self.paths.run_dir(run.name)
+        beats = {r.index: last_beat(run_dir, r.index) for r in run.resumptions}
+        return ledger(run, self.metrics(run.name) if records is None else records, beats,
+                      time.time() if now is None else now)
 
     def resolved_config(self, name: str) -> dict[str, Any]:
         """The trainer's resolved config when it wrote one, else the run spec."""

@@ -19,6 +19,7 @@ from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
 from .base import FoundryScreen
 from ..log_folding import fold_paused_exit
 from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
+from ..widgets.recovery import recovery_text
 
 LOG_TAIL = 200
 
@@ -44,6 +45,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
                     yield MetricPlot("throughput", "throughput (ba/s)", id="plot-throughput")
             with TabPane("Resumptions", id="tab-resumptions"):
                 yield ResumptionTimeline("loading…", id="timeline")
+                yield Static("", id="recovery")    # the recovery ledger and goodput (app/control/recovery.py)
                 yield Static("", id="transfers")   # bytes per node and store; shown once a job reported some
             with TabPane("Checkpoints", id="tab-checkpoints"):
                 yield DataTable(id="checkpoints", cursor_type="row")
@@ -91,6 +93,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         records = plane.metrics(self.run_name)
         progress = plane.run_progress(run)
         spans = steps_by_resumption(run, records)
+        ledger = plane.run_ledger(run, records, now=self.app.clock())  # an active run's wall time runs to now
         full = self._ticks % 5 == 0
         self._ticks += 1
         checkpoints = config = logs = url = usage = None
@@ -106,6 +109,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         if get_current_worker().is_cancelled:
             return  # a newer refresh replaced this one
         self.app.call_from_thread(self._show, run, records, progress, spans, checkpoints, config, logs, url)
+        self.app.call_from_thread(self._show_recovery, ledger)
         if usage is not None:
             self.app.call_from_thread(self._show_transfers, usage)
 
@@ -123,6 +127,10 @@ class RunDetailScreen(RunActions, FoundryScreen):
         for row in rows:
             table.add_row(*(str(v) for v in row.values()))
         widget.update(table)
+
+    def _show_recovery(self, ledger) -> None:
+        widget = self.query_one("#recovery", Static)
+        widget.update(recovery_text(ledger))
 
     def _show(self, run, records, progress, spans, checkpoints, config, logs, url) -> None:
         now = self.app.clock()
