@@ -41,6 +41,7 @@ from .loggers import ConsoleLogger, JSONLinesLogger, build_logger
 from .microbatch import MicrobatchRunner, batch_size, to_device
 from .notice_window import NoticeWindow, last_publish_s
 from .precision import autocast, check_precision, describe_precision, make_grad_scaler
+from .preemption import watch_preemption
 from .resume_probe import probes_from_env
 from .seeding import load_rng_state, rng_state, seed_everything, set_deterministic
 from .signals import protect_workers, take_early
@@ -212,6 +213,7 @@ class Trainer:
         self.resume()
         point, self._resume_point = self._resume_point, None
         self.pause.install()
+        preemption = watch_preemption(self.pause)   # spot instances: the cloud's notice pauses like a SIGTERM
         protect_workers(self.train_dataloader)
         if self.eval_dataloader is not None:
             protect_workers(self.eval_dataloader)
@@ -241,6 +243,8 @@ class Trainer:
             self._stop_workers(self.train_dataloader, batches)  # else they may outlive the process's exit
             raise
         finally:
+            if preemption is not None:
+                preemption.stop()
             # multinode (issue 14): a stop after the last step must not fail a completed run (exit 143)
             self.pause.settle() if self._done() and not self.paused else self.pause.uninstall()
         return self
