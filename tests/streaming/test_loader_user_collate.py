@@ -102,6 +102,14 @@ def _compare_while_iterating(make_loader, want):
 @pytest.mark.parametrize("columns", [FIXED, MIXED], ids=["fixed-rows", "decoded"])
 def test_a_user_collate_makes_torchs_batches(tmp_path, columns):
     src = _write(tmp_path / "data", columns, 150)
+    # the collate's tensors crossed through the worker's ring (the first batch maps its segment)
+    loader = StreamingDataLoader(StreamingDataset(local=src, shuffle=True, batch_size=8), batch_size=8, num_workers=2,
+                                 collate_fn=pad_collate, multiprocessing_context="fork")
+    rings = set(batch_ring._RINGS)
+    batches = iter(loader)
+    first = next(batches)
+    assert set(batch_ring._RINGS) - rings and isinstance(first["input_ids"], torch.Tensor)
+    del first, batches, loader
     for collate_fn in (pad_collate, describe):
         want = _torch_batches(src, 8, collate_fn, drop_last=False)
         _compare_while_iterating(lambda: StreamingDataLoader(
