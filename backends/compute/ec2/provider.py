@@ -11,7 +11,8 @@ intent whose `reclaim` finds the instances by their token tag and terminates the
 that touches the run calls it); `foundry clean instances` does the same for any tagged instance
 whose resumption is not running.
 status(): the ssh job's state; a terminal state terminates the instances first. An instance that
-AWS ended under the job (a spot interruption) makes it LOST.
+AWS ended under the job, or a spot job that paused with nobody asking (the trainer saw the
+interruption notice: trainer/preemption.py), makes it LOST (preempted), retry-eligible.
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ class Ec2Provider:
             self._hold("waiting_ssh")
             hosts = self._wait_ready(ids)
             ssh = self._ssh(hosts)
+            if c.spot:   # the trainer watches the interruption notice (trainer/preemption.py)
+                request = dataclasses.replace(request, env={**request.env, "FOUNDRY_PREEMPTION_NOTICE": "aws"})
             ssh_handle = ssh.launch(ssh.dryrun(request))
         except BaseException:
             self.terminate(token)
@@ -204,6 +207,11 @@ class Ec2Provider:
         status = self._ssh(handle.data["hosts"]).status(self._ssh_handle(handle))
         if status.state.terminal:
             self.terminate(handle.data["token"])
+            asked = (self.ledger.get(handle.data["token"]) or {}).get("stop_requested")
+            if status.state is JobState.PAUSED and self.config.spot and not asked:
+                # nobody here asked it to stop: it paused on the spot interruption notice
+                return JobStatus(JobState.LOST, exit_code=status.exit_code, nodes=status.nodes,
+                                 reason="preempted: spot interruption notice (paused with a checkpoint)")
         return status
 
     def _ended_instances(self, ids: list[str]) -> str:
@@ -217,6 +225,7 @@ class Ec2Provider:
         return self._ssh(handle.data["hosts"]).logs(self._ssh_handle(handle), follow=follow, rank=rank)
 
     def stop(self, handle: JobHandle, graceful: bool = True) -> None:
+        self.ledger.write(handle.data["token"], stop_requested=time.time())   # a pause then is not a preemption
         try:
             self._ssh(handle.data["hosts"]).stop(self._ssh_handle(handle), graceful=graceful)
         finally:
