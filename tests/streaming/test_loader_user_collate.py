@@ -121,10 +121,12 @@ def test_a_user_collate_makes_torchs_batches(tmp_path, columns):
 @pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 def test_batch_transform_gets_the_collated_batch_and_makes_torchs_batches(tmp_path):
     src = _write(tmp_path / "data", FIXED, 150)
-    for drop_last in (False, True):
-        want = _torch_batches(src, 7, _Then(default_collate, shift_labels), drop_last=drop_last)
+    text = _write(tmp_path / "text", {**FIXED, "text": "str"}, 60)  # decoded samples, then the default collate
+    for data, drop_last in ((src, False), (src, True), (text, False)):
+        want = _torch_batches(data, 7, _Then(default_collate, shift_labels), drop_last=drop_last)
+
         def loader():
-            made = StreamingDataLoader(StreamingDataset(local=src, shuffle=True, batch_size=7), batch_size=7,
+            made = StreamingDataLoader(StreamingDataset(local=data, shuffle=True, batch_size=7), batch_size=7,
                                        num_workers=2, batch_transform=shift_labels, drop_last=drop_last,
                                        multiprocessing_context="fork")
             assert (made.batch_size, made.drop_last) == (7, drop_last)
