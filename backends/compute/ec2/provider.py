@@ -150,7 +150,9 @@ class Ec2Provider:
             raise
         self.ledger.write(token, hosts=hosts)
         return JobHandle(provider=self.name, cluster=c.name, job_id=f"ec2-{token}",
-                         data={"token": token, "instance_ids": ids, "hosts": hosts,
+                         data={"token": token, "instance_ids": ids, "hosts": hosts, "instances": len(ids),
+                               "instance_type": c.instance_type, "spot": c.spot,   # for the run's cost
+                               "price_per_hour": catalogue.hourly_price(c.instance_type, c.spot) * len(ids),
                                "ssh_job_id": ssh_handle.job_id, "ssh": ssh_handle.data})
 
     def _wait_ready(self, ids: list[str]) -> list[str]:
