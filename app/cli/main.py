@@ -90,3 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: {type(exc).__name__}: {exc}\n  hint: rerun with FOUNDRY_DEBUG=1 for the traceback", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":  # `foundry watch --daemon` starts `python -m foundry.app.cli.main watch`
+    main()

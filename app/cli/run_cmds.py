@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -119,8 +120,9 @@ def loss_curve(rows: list[dict], width: int = 48) -> str | None:
     return f"loss  {losses[0]:.3f} {bars} {losses[-1]:.3f}  (steps {points[0][0]}..{points[-1][0]})"
 
 
-def _run_row(run) -> dict:
+def _run_row(run, cost: dict | None = None) -> dict:
     return {"name": run.name, "status": run.status, "cluster": run.cluster, "devices": run.devices,
+            "cost": f"${cost['total_usd']:.2f}" if cost else "",
             "nodes": run.nodes, "resumptions": len(run.resumptions), "retries": run.retries_used,
             "created": datetime.fromtimestamp(run.created_at).strftime("%m-%d %H:%M"),
             "why": (run.latest.exit_reason or "") if run.latest and run.status in ("failed", "lost") else ""}
@@ -129,12 +131,13 @@ def _run_row(run) -> dict:
 def get_runs(json_out: bool = json_option()) -> None:
     """List runs (newest first); also runs the watchdog step."""
     _json(json_out)
-    runs = _cp().list_runs()
+    cp = _cp()
+    runs = cp.list_runs()
     if sink.json_mode:
-        sink.emit([r.to_dict() for r in runs])
+        sink.emit([dict(r.to_dict(), cost=cp.run_cost(r)) for r in runs])
     else:
-        sink.emit([_run_row(r) for r in runs], columns=["name", "status", "cluster", "devices", "resumptions",
-                                                         "created", "why"])
+        sink.emit([_run_row(r, cp.run_cost(r)) for r in runs],
+                  columns=["name", "status", "cluster", "devices", "resumptions", "cost", "created", "why"])
 
 
 def _progress_line(p, active: bool = False) -> str:
@@ -171,6 +174,10 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
         for res in data["resumptions"]:   # bytes per node under each resumption, summed for the run below
             res["egress"] = usage["resumptions"].get(str(res["index"]), {})
         data["egress"] = {k: usage[k] for k in ("nodes", "total", "cost")}
+        cost = cp.run_cost(run)
+        for res in data["resumptions"]:
+            res["cost"] = cost["resumptions"].get(str(res["index"]))
+        data["cost"] = {k: cost[k] for k in ("compute_usd", "transfer_usd", "total_usd")}
         sink.emit(data)
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
@@ -182,9 +189,13 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
 
         sink.lines([_progress_line(progress, run.status in ACTIVE_STATUSES)])
     sink.out.print()
+    cost = cp.run_cost(run)
     sink.emit([{"#": r.index, "cluster": r.cluster, "devices": r.devices, "state": r.state,
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
+                "cost": f"${cost['resumptions'][str(r.index)]['usd']:.4f}",
                 "exit": r.exit_code, "reason": r.exit_reason} for r in run.resumptions], title="Resumptions")
+    sink.lines([f"estimated cost ${cost['total_usd']:.4f}: compute ${cost['compute_usd']:.4f} "
+                f"+ transfers ${cost['transfer_usd']:.4f}"])
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)
@@ -309,15 +320,45 @@ def delete_run(name: str = typer.Argument(..., help="Run name."),
 
 
 def watch(interval: float = typer.Option(10.0, help="Seconds between watchdog passes."),
-          once: bool = typer.Option(False, "--once", help="One pass, then exit.")) -> None:
+          once: bool = typer.Option(False, "--once", help="One pass, then exit."),
+          daemon: bool = typer.Option(False, "--daemon", help="Run in the background (one per host; output "
+                                      "in FOUNDRY_HOME/watchdogs/daemon.log)."),
+          stop_daemon: bool = typer.Option(False, "--stop", help="Stop this host's watchdog daemon."),
+          status: bool = typer.Option(False, "--status", help="Say which watchdogs run, then exit."),
+          daemon_child: bool = typer.Option(False, "--daemon-child", hidden=True)) -> None:
     """The watchdog loop: refresh run states and relaunch runs lost to system failures."""
+    if interval <= 0:
+        raise typer.BadParameter("must be a number of seconds above 0", param_hint="--interval")
     cp = _cp()
-    while True:
-        for line in cp.reconcile():
-            sink.info(line)
-        if once:
-            return
-        time.sleep(interval)
+    if status:
+        running = cp.watchdogs()
+        for w in running:
+            sink.info(f"watchdog pid {w.pid} on {w.host}{' (daemon)' if w.daemon else ''}, every {w.interval:g}s, "
+                      f"last pass {_when(w.last_pass) or 'not yet'}")
+        if not running:
+            sink.info("no watchdog runs: lost runs are relaunched only when a command reads them "
+                      "(`foundry watch --daemon` starts one)")
+        return
+    if stop_daemon:
+        pids = cp.stop_watchdog_daemons()
+        sink.info(f"stopped watchdog daemon pid {', '.join(map(str, pids))}" if pids else "no watchdog daemon runs here")
+        return
+    if daemon:
+        started = cp.start_watchdog_daemon(interval)
+        sink.info(f"watchdog daemon started: pid {started.pid}, every {interval:g}s "
+                  f"(`foundry watch --stop` stops it)")
+        return
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so the record below is removed on a stop
+    with cp.watching(interval, daemon=daemon_child) as passed:  # --daemon-child: started by --daemon
+        while True:
+            for line in cp.reconcile():
+                sink.info(line)
+            passed()
+            if once:
+                return
+            time.sleep(interval)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from .models import (ACTIVE_STATUSES, RESUMABLE_STATUSES, ClusterInfo, DryRun, R
                      SecretInfo)
 from .plane import ControlPlane
 from .recovery import Ledger, LedgerEntry
+from .watchdogs import WatchdogInfo
 from .run_views import CheckpointRow, RunProgress, steps_by_resumption
 from .secret_env import secret_environment
 from .secret_from_env import env_fields, env_offer
@@ -23,5 +24,5 @@ from .verify import verify_resume  # `foundry verify-resume`: runs the user's tr
 
 __all__ = ["ControlPlane", "FoundryPaths", "RunInfo", "Resumption", "RunEvent", "ClusterInfo",
            "SecretInfo", "DryRun", "ACTIVE_STATUSES", "RESUMABLE_STATUSES", "RunProgress", "CheckpointRow",
-           "steps_by_resumption", "Ledger", "LedgerEntry", "DatasetEntry", "DatasetSummary", "egress_rows", "egress_cost_line",
+           "steps_by_resumption", "Ledger", "LedgerEntry", "WatchdogInfo", "DatasetEntry", "DatasetSummary", "egress_rows", "egress_cost_line",
            "s3_values_from_aws_files", "verify_resume", "secret_environment", "env_fields", "env_offer"]

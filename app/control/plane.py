@@ -41,6 +41,8 @@ Runs
       follow=True blocks until the job ends; follow_run(name) also follows watchdog retries.
 - metrics(name) -> list[dict]: the records of the run's metrics.jsonl (written by the trainer).
 - wait(name, timeout=None, poll=0.5) -> RunInfo: until the run is no longer pending/running/stopping.
+- watching(interval, daemon) (a context manager), watchdogs() -> list[WatchdogInfo],
+      start_watchdog_daemon(interval), stop_watchdog_daemons(): which `foundry watch` run (watchdogs.py).
 - reconcile(name=None) -> list[str]: the watchdog step (refresh states from providers, relaunch runs
       lost to system failures up to scheduling.max_retries); list_runs/get_run call it.
 - check_placement(name, cluster, gpus, nodes) -> DryRun: resume's checks, ahead of time.
@@ -104,6 +106,8 @@ from .secret_check import check_bucket_access
 from .secret_env import secret_environment
 from .secret_vault import choose_vault
 from .secrets import SecretStore
+from . import watchdogs
+from .watchdogs import WatchdogInfo
 
 
 class ControlPlane:
@@ -152,6 +156,19 @@ class ControlPlane:
     def reconcile(self, name: str | None = None) -> list[str]:
         return self.runs.reconcile(name)
 
+    def watching(self, interval: float, daemon: bool = False):
+        """Context manager: this process is a running watchdog while it is open; yields passed()."""
+        return watchdogs.registered(self.paths.home, interval, daemon)
+
+    def watchdogs(self) -> list[WatchdogInfo]:
+        return watchdogs.running(self.paths.home)
+
+    def start_watchdog_daemon(self, interval: float) -> WatchdogInfo:
+        return watchdogs.start_daemon(self.paths.home, interval)
+
+    def stop_watchdog_daemons(self) -> list[int]:
+        return watchdogs.stop_daemons(self.paths.home)
+
     def logs(self, name: str, resumption: int | None = None, rank: int | None = None,
              follow: bool = False) -> Iterator[str]:
         return self.runs.logs(name, resumption, rank, follow)
@@ -161,6 +178,14 @@ class ControlPlane:
 
     def egress(self, name: str) -> dict:
         return self.runs.egress(name)
+
+    def run_cost(self, run: RunInfo) -> dict:
+        """Compute cost per resumption plus the measured transfers, in USD (run_cost.py)."""
+        from . import egress, run_cost
+
+        usage = egress.summarize(self.paths.run_dir(run.name), egress.load_prices(self.paths.home))
+        handles = {r.index: self.registry.handle(run.id, r.index) for r in run.resumptions}
+        return run_cost.run_cost(run, handles, run_cost.cluster_prices(self.paths.home), usage)
 
     def metrics(self, name: str) -> list[dict]:
         return self.runs.metrics(name)

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Footer, Header
 
 from ..widgets.runs import RunTable, run_row
 from ..widgets.tables import EmptyHint, FilterBar
+from ..widgets.watchdog import WatchdogLine
 from .base import TableScreen
 from .run_actions import RUN_BINDINGS, RUN_MUTATING, RunActions
 
@@ -32,6 +33,7 @@ class RunsScreen(RunActions, TableScreen):
         yield RunTable(id="runs-table")
         yield EmptyHint('No runs yet. Press n to start one from a run spec (YAML), or use `foundry run -f run.yaml`.')
         yield FilterBar()
+        yield WatchdogLine(id="watchdog")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -55,8 +57,10 @@ class RunsScreen(RunActions, TableScreen):
         runs = plane.list_runs()
         now = self.app.clock()
         rows = [run_row(run, plane.run_progress(run), now) for run in runs]
+        watchdogs = plane.watchdogs()
         self.statuses = {run.name: run.status for run in runs}
         self.show_rows(rows)
+        self.app.call_from_thread(self.query_one(WatchdogLine).show, watchdogs, now)
 
     def run_status(self, name: str) -> str | None:
         return getattr(self, "statuses", {}).get(name)
