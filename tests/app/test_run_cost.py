@@ -39,3 +39,22 @@ def test_a_bad_price_table_says_how_to_write_it(tmp_path):
     (tmp_path / "prices.yaml").write_text("compute_usd_per_gpu_hour: {fleet: cheap}\n")
     with pytest.raises(ConfigError, match="compute_usd_per_gpu_hour"):
         cluster_prices(tmp_path)
+
+
+@pytest.mark.subprocess
+def test_describe_and_get_runs_show_the_cost(cli, cp, tmp_path, pausable):
+    import json
+
+    from support.control import wait_for
+
+    spec = tmp_path / "run.yaml"
+    spec.write_text(json.dumps({"name": "priced", "command": pausable, "compute": {"gpus": 2}}))
+    (cp.paths.home / "prices.yaml").write_text("compute_usd_per_gpu_hour: {local: 3600.0}\n")   # $1 per device-second
+    assert cli("run", "-f", str(spec))[0] == 0
+    wait_for(lambda: len(list(cp.paths.run_dir("priced").glob("started-0-*"))) == 2)
+    assert cli("stop", "priced", "--wait")[0] == 0
+    described = json.loads(cli("--json", "describe", "run", "priced")[1])
+    [res] = described["resumptions"]
+    assert res["cost"]["usd_per_hour"] == 7200.0 and res["cost"]["usd"] > 0
+    assert described["cost"]["total_usd"] == pytest.approx(res["cost"]["usd"] + described["cost"]["transfer_usd"])
+    assert "COST" in cli("get", "runs")[1] and "estimated cost $" in cli("describe", "run", "priced")[1]
