@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from foundry.plugins.errors import FoundryError, ProviderError
+
 from .launch_intent import launcher_alive
 from .models import ACTIVE_STATUSES
 
@@ -35,8 +37,21 @@ def _machine_providers(clusters: "Clusters") -> list[tuple[str, Any]]:
     return out
 
 
+def _each(clusters: "Clusters", call) -> list[Any]:
+    out: list[Any] = []
+    for name, provider in _machine_providers(clusters):
+        try:
+            out.extend(call(provider))
+        except FoundryError:
+            raise
+        except Exception as exc:   # the SDK's own error (no credentials, endpoint down): one line, which cluster
+            raise ProviderError(f"cluster {name!r}: {type(exc).__name__}: {exc}",
+                                hint="check the cluster's credentials and endpoint; `foundry get clusters`") from None
+    return out
+
+
 def list_instances(clusters: "Clusters") -> list[dict[str, Any]]:
-    return [row for _, provider in _machine_providers(clusters) for row in provider.instances()]
+    return _each(clusters, lambda provider: provider.instances())
 
 
 def active_tokens(registry: "Registry") -> set[str]:
@@ -58,4 +73,4 @@ def active_tokens(registry: "Registry") -> set[str]:
 
 def clean_instances(clusters: "Clusters", registry: "Registry") -> list[str]:
     keep = active_tokens(registry)
-    return [i for _, provider in _machine_providers(clusters) for i in provider.clean_instances(keep)]
+    return _each(clusters, lambda provider: provider.clean_instances(keep))
