@@ -47,14 +47,17 @@ class FileEntry:
     md5: str
 
 
-def digest_file(path: str | Path, key: str | None = None) -> FileEntry:
-    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+def digest_file(path: str | Path, key: str | None = None, md5: bool = True) -> FileEntry:
+    """Size, sha256 and md5 of a file; md5=False (its md5 is ""): what checking a download needs,
+    half the hashing (on a small machine, hashing is a good part of a restore)."""
+    sha, md5_hash, size = hashlib.sha256(), hashlib.md5() if md5 else None, 0
     with open(path, "rb") as f:
         while chunk := f.read(4 << 20):
             sha.update(chunk)
-            md5.update(chunk)
+            if md5_hash is not None:
+                md5_hash.update(chunk)
             size += len(chunk)
-    return FileEntry(key or Path(path).name, size, sha.hexdigest(), md5.hexdigest())
+    return FileEntry(key or Path(path).name, size, sha.hexdigest(), md5_hash.hexdigest() if md5_hash else "")
 
 
 @dataclass

@@ -81,7 +81,7 @@ def verify_object(store, key: str, entry: FileEntry, local: Path | None = None) 
     with tempfile.TemporaryDirectory(prefix="foundry-verify-") as tmp:
         local = Path(tmp) / "obj"
         store.get_file(key, local)
-        if digest_file(local).sha256 != entry.sha256:
+        if digest_file(local, md5=False).sha256 != entry.sha256:
             raise CheckpointError(f"checkpoint file {store.child_url(key)} has the wrong checksum (sha256)")
 
 
@@ -159,7 +159,7 @@ def download_verified(store, name: str, dest: Path, expected_manifest_sha: str |
             store.get_file(f"{name}/{entry.key}", path)
         except ObjectNotFoundError:
             raise CheckpointError(f"checkpoint file {store.child_url(name + '/' + entry.key)} is missing") from None
-        got = digest_file(path, entry.key)
+        got = digest_file(path, entry.key, md5=False)
         if (got.size, got.sha256) != (entry.size, entry.sha256):
             raise CheckpointError(f"checkpoint file {store.child_url(name + '/' + entry.key)} is corrupt "
                                   "(size or sha256 differs from the manifest)")
