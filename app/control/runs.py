@@ -23,7 +23,7 @@ from .state_errors import not_active, not_resumable
 from . import run_checkpoints, run_views
 from .clusters import Clusters
 from .config import FoundryPaths
-from .launch import placement_for
+from .launch import placement_for, placements_for
 from .launcher import Launcher
 from .metrics_log import read_metrics
 from .models import ACTIVE_STATUSES, RESUMABLE_STATUSES, DryRun, RunInfo
@@ -142,18 +142,39 @@ class Runs:
         if run.status not in RESUMABLE_STATUSES:
             raise not_resumable(name, run.status)
         last = run.latest
+        asked = cluster is not None or gpus is not None or nodes is not None   # a person chose the placement
         if gpus is None and last is not None:
             # `--nodes N` alone keeps the processes per node and derives the total
             gpus = last.devices // max(1, last.nodes) * nodes if nodes else last.devices
         spec = parse_spec(run.spec)
         place = placement_for(spec, cluster or (last.cluster if last else None), gpus,
                               nodes or (last.nodes if last else None))
+        planned, because = None, None
+        if not asked and last is not None:
+            planned, because = self._preferred(spec, run, last, place)
+            if planned is not None:
+                place = placements_for(spec)[0]
         self.check_refs(spec, place.cluster)
         # decided on `last`: a resume, move or retry that launched since makes this one a LaunchConflict
-        idx = self.launcher.launch(spec, run.id, place, cause="resume", after=last, states=RESUMABLE_STATUSES)
+        idx = self.launcher.launch(spec, run.id, place, cause="resume", after=last, states=RESUMABLE_STATUSES,
+                                   planned=planned, placed_because=because)
         self.registry.add_event(run.id, "resumed", idx, {"cluster": place.cluster, "devices": place.devices})
         notify_run_event(name, "resumed", {"resumption": idx, "cluster": place.cluster, "devices": place.devices})
         return self.get(name, reconcile=False)
+
+    def _preferred(self, spec: RunSpec, run: RunInfo, last, place):
+        """`scheduling.prefer: first`: a run that failed over goes back to its first placement when that
+        one can take it now (reachable, nodes up, the plan accepted); (planned, why) or (None, None)."""
+        first = placements_for(spec)[0]
+        if spec.scheduling.prefer != "first" or not spec.failover or place.cluster == first.cluster:
+            return None, None
+        try:
+            planned = self.launcher.plan(spec, run.id, last.index + 1, first, run.submit_dir, now="nodes")
+        except FoundryError as exc:
+            log.info("%s: prefer first: %s cannot take it now (%s); resuming on %s", run.name, first.cluster,
+                     exc.message, place.cluster)
+            return None, None
+        return planned, f"prefer: first - back on placement 1 ({first.cluster}) from {last.cluster}"
 
     def check_placement(self, name: str, cluster: str | None = None, gpus: int | None = None,
                         nodes: int | None = None) -> DryRun:

@@ -115,6 +115,9 @@ Integration = Annotated[Union[GitRepo, PipPackages], Field(discriminator="integr
 class Scheduling(_Strict):
     max_retries: int = Field(default=0, ge=0, le=100)
     priority: Literal["low", "medium", "high"] = "medium"
+    # Where `foundry resume` (no --cluster) takes a run that failed over: "current", where it ran last;
+    # "first", its first placement when that one can take it now (else where it ran last).
+    prefer: Literal["current", "first"] = "current"
 
     _counts = field_validator("max_retries", mode="before")(_whole_number)
 
