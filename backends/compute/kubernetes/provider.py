@@ -47,6 +47,9 @@ class KubernetesProvider:
         raw = dict(cluster_config or {})
         self.raw_config = raw
         self.config = KubernetesConfig.from_dict(raw, extra_keys=self.config_keys)
+        # a stop's or a preemption's SIGTERM comes this long before the kill: the trainer's notice window
+        self.capabilities = dataclasses.replace(type(self).capabilities,
+                                                notice_window_s=float(self.config.termination_grace_seconds))
         self._client = None
         self._client_born = 0.0
 

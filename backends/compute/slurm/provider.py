@@ -45,6 +45,9 @@ class SlurmProvider:
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):
         self.config = SlurmConfig.from_dict(cluster_config)
+        if self.config.signal and self.config.signal.startswith("TERM@"):  # SIGTERM N s before the time limit
+            self.capabilities = dataclasses.replace(type(self).capabilities,
+                                                    notice_window_s=float(self.config.signal.split("@")[1]))
         self.cli = sc.SlurmCLI(self.config.ssh_host, env=self.config.command_env())
 
     # ---- planning (no side effects)
