@@ -69,3 +69,14 @@ def test_another_hosts_watchdog_counts_while_its_passes_are_recent(tmp_path):
             {"pid": 1, "host": f"{name}-elsewhere", "started_at": now - 2000, "last_pass": last, "interval": 15.0,
              "daemon": True}))
     assert [w.host for w in running(tmp_path, now)] == ["fresh-elsewhere"]
+
+
+def test_the_tui_line_says_whether_a_watchdog_runs():
+    from foundry.app.control import WatchdogInfo
+    from foundry.app.tui.widgets.watchdog import watchdog_text
+
+    assert watchdog_text([], 100.0).plain.startswith("no watchdog: lost runs wait for a command")
+    ours = WatchdogInfo(pid=12, host="ctl", started_at=0.0, last_pass=95.0, interval=15.0, daemon=True)
+    other = WatchdogInfo(pid=7, host="b", started_at=1.0, last_pass=None, interval=10.0, daemon=False)
+    assert watchdog_text([ours, other], 100.0).plain == \
+        "watchdog runs: pid 12 on ctl (daemon), every 15s, last pass 5s ago (+1 more)"
