@@ -14,7 +14,8 @@ Per resumption:
 - restart_s (a lost one): from that record to the next resumption's first step (a paused or stopped
   one waits for a person, which is not a recovery time).
 - steps_redone / lost_s: steps it trained past the checkpoint the next resumption started from, and
-  the time they took.
+  the time they took, as far as its metrics rows show (a SIGKILL loses the rows of the last second
+  before it, the file being flushed once a second: then a lower bound).
 
 Goodput: time on steps that counted (a step interval counts unless a later resumption redid it) ÷
 wall time since the first launch (to the run's end, or now while it is active).
@@ -82,18 +83,21 @@ def _step_rows(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]
     return by
 
 
-def _resumed_batches(records: list[dict[str, Any]]) -> dict[int, int]:
-    out = {}
+def _resumed_batches(records: list[dict[str, Any]]) -> tuple[dict[int, int], dict[int, int]]:
+    """Resumption -> the batch of the checkpoint it resumed from; and -> the resumption that saved it."""
+    batch, saver = {}, {}
     for row in records:
         if row.get("event") == "resumed" and isinstance(row.get("resumption"), int) \
                 and isinstance(row.get("checkpoint_batch"), int):
-            out[row["resumption"]] = row["checkpoint_batch"]
-    return out
+            batch[row["resumption"]] = row["checkpoint_batch"]
+            if isinstance(row.get("checkpoint_resumption"), int):
+                saver[row["resumption"]] = row["checkpoint_resumption"]
+    return batch, saver
 
 
 def ledger(run: RunInfo, records: list[dict[str, Any]], beats: dict[int, float | None],
            now: float) -> Ledger:
-    rows, resumed = _step_rows(records), _resumed_batches(records)
+    rows, (resumed, saved_by) = _step_rows(records), _resumed_batches(records)
     res = run.resumptions
     out = Ledger()
     for i, r in enumerate(res):
@@ -106,6 +110,11 @@ def ledger(run: RunInfo, records: list[dict[str, Any]], beats: dict[int, float |
                             r.exit_reason if r.state in ("lost", "failed") else None)
         if spans:
             entry.steps = (spans[0][0] + 1, spans[-1][1])
+        if nxt is not None and saved_by.get(nxt.index) == r.index and keep is not None:
+            # it saved the checkpoint the next one resumed from, so it got at least that far (a SIGKILL
+            # loses the metrics rows of its last second: steps redone are then a lower bound)
+            first = entry.steps[0] if entry.steps else resumed.get(r.index, 0) + 1
+            entry.steps = (first, max(entry.steps[1] if entry.steps else keep, keep))
         redone = lost = 0.0
         for lo, hi, seconds, _ in spans:
             if keep is None or hi <= keep:
