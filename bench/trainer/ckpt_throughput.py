@@ -50,6 +50,7 @@ def run_side(side, layout, ranks, width, depth, prefix, tmp: Path, env) -> list[
         cmd = [sys.executable, *args]
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *args]
+    env = {**env, "TMPDIR": str(run_dir)}  # torchrun's torchelastic_* log folders go with the run's
     proc = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=3600)
     shutil.rmtree(run_dir, ignore_errors=True)
     for line in proc.stdout.splitlines():
