@@ -20,8 +20,10 @@ VICTIM = b"do not touch\n"
 
 
 def _snapshot(root) -> dict[str, tuple[int, bytes]]:
+    """Every file under root but Foundry's own home (the CLI opens its registry there)."""
     out = {}
-    for dirpath, _, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not (dirpath == str(root) and d == "foundry-home")]
         for name in files:
             path = os.path.join(dirpath, name)
             with open(path, "rb") as f:
