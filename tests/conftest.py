@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import sys
 
 import pytest
 
@@ -131,3 +132,18 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.get_terminal_writer().line(
             f"FOUNDRY_CHECK_TMP: the tests left {len(left)} new entries in {tempfile.gettempdir()}: {shown}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    """A multiprocessing child still alive here (a DataLoader worker that ignores SIGTERM, left by a
+    failed test) would hang the interpreter's exit: multiprocessing's exit hook joins it without a
+    timeout. Kill those, our own children by their recorded Process objects, and say so."""
+    import multiprocessing
+
+    left = multiprocessing.active_children()
+    for child in left:
+        child.kill()
+        child.join(5)
+    if left:
+        names = ", ".join(f"{c.name} (pid {c.pid})" for c in left)
+        print(f"\nconftest: killed {len(left)} child process(es) the tests left alive: {names}", file=sys.stderr)
