@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets as _secrets
-import socket
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,7 +29,8 @@ from foundry.plugins.errors import ConfigError, ProviderError
 
 from . import catalogue
 from .config import Ec2Config
-from .ledger import Ledger
+from ..vm.ledger import Ledger
+from ..vm.ssh_wait import ssh_answers
 
 TAG = "foundry-token"
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -168,7 +168,7 @@ class Ec2Provider:
                         raise ProviderError(f"ec2: instance {inst['InstanceId']} is {state} before the job started "
                                             f"({(inst.get('StateReason') or {}).get('Message', 'no reason given')})")
                     addr = inst.get("PublicIpAddress") or inst.get("PrivateIpAddress")
-                    if state == "running" and addr and _ssh_answers(addr, port=22):
+                    if state == "running" and addr and ssh_answers(addr, port=22):
                         addresses[inst["InstanceId"]] = addr
             if len(addresses) == len(ids):
                 return [addresses[i] for i in ids]
@@ -293,11 +293,3 @@ class Ec2Provider:
                 "instance_type": self.config.instance_type, "spot": self.config.spot,
                 "price_per_hour": catalogue.hourly_price(self.config.instance_type, self.config.spot)}
 
-
-def _ssh_answers(addr: str, port: int, timeout: float = 3.0) -> bool:
-    try:
-        with socket.create_connection((addr, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            return sock.recv(8).startswith(b"SSH-")
-    except OSError:
-        return False

@@ -1,7 +1,8 @@
-"""The instance ledger: one JSON file per launch in the cluster's state folder, written *before*
-the instances are asked for (intent first), so no process death can leave an instance that nothing
-records. The instances carry the same token as a tag (and as RunInstances' ClientToken), so
-whoever reads a record finds them by tag even when the record has no instance ids yet.
+"""The instance ledger of every cloud-VM provider: one JSON file per launch in the cluster's state
+folder, written *before* the instances are asked for (intent first), so no process death can leave
+an instance that nothing records. The instances carry the same token as a tag or label (and as the
+create request's idempotency token where the API has one: ClientToken, opc-retry-token), so whoever
+reads a record finds them by tag even when the record has no instance ids yet.
 
 States: "intent" (about to ask) -> "requested" (ids known) -> "terminated" (asked to end, by
 whoever saw the resumption end or found the launch interrupted).
