@@ -100,8 +100,11 @@ class Launcher:
             if handle is None:
                 message = exc.message if isinstance(exc, FoundryError) else f"{type(exc).__name__}: {exc}"
                 # the watchdog's own relaunch that a cluster refused is a system failure: lost, so the
-                # next pass tries again (the failover order); a person's launch failed and says why
-                state = "lost" if cause in RELAUNCH_CAUSES else "failed"
+                # next pass tries again (the failover order); so is a cloud with no capacity now
+                # (ProviderError.retry_eligible: vm/base.py NoCapacityError); a person's launch failed
+                # otherwise, and says why
+                retry_eligible = getattr(exc, "retry_eligible", False) is True
+                state = "lost" if cause in RELAUNCH_CAUSES or retry_eligible else "failed"
                 self.registry.transition(run_id, idx, "pending", state, state,
                                          {**details, "reason": message}, ended_at=time.time(),
                                          exit_reason=f"launch failed: {message}")

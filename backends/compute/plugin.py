@@ -1,4 +1,4 @@
-"""Built-in compute providers (local, Slurm, Kubernetes, ssh fleets, ec2), contributed through the same
+"""Built-in compute providers (local, Slurm, Kubernetes, ssh fleets, ec2, gce, oci-vm), contributed through the same
 `register_compute` hook third-party plugins use. Provider modules are imported only when the hook
 runs, and import their SDKs only when used."""
 
@@ -10,6 +10,7 @@ from foundry.plugins.hookspecs import hookimpl
 @hookimpl
 def register_compute(register):
     from .ec2 import Ec2Provider
+    from .gce import GceProvider
     from .kubernetes import KubernetesProvider
     from .local import LocalProvider
     from .slurm import SlurmProvider
@@ -20,3 +21,4 @@ def register_compute(register):
     register("kubernetes", KubernetesProvider)
     register("ssh", SshProvider)
     register("ec2", Ec2Provider)
+    register("gce", GceProvider)
