@@ -28,7 +28,7 @@ from .config import DEFAULT_IMAGE, GceConfig
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # GCE's codes for "none left" (the zone's pool, the project's quota): retry-eligible, elsewhere or later
-NO_CAPACITY = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "QUOTA_EXCEEDED",
+NO_CAPACITY = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "QUOTA_EXCEEDED", "quotaExceeded",
                "RESOURCE_EXHAUSTED", "STOCKOUT", "RESOURCE_POOL_EXHAUSTED"}
 PENDING = {"PROVISIONING", "STAGING", "REPAIRING", "PENDING"}
 OPERATION_WAIT_S = 300.0
@@ -138,6 +138,7 @@ class GceProvider(VmProvider):
 
     def create(self, request: JobRequest, token: str, names: list[str], ssh_public_key: str) -> list[str]:
         from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
 
         instances, operations = self.clients
         c = self.config
@@ -146,8 +147,9 @@ class GceProvider(VmProvider):
             body = self.create_request(request, token, name, ssh_public_key)
             try:
                 # the same requestId for the same instance of the same launch: a repeated insert is one
-                op = instances.insert(project=c.project, zone=c.zone, instance_resource=body,
-                                      request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"foundry:{token}:{name}")))
+                op = instances.insert(request=compute_v1.InsertInstanceRequest(
+                    project=c.project, zone=c.zone, instance_resource=body,
+                    request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"foundry:{token}:{name}"))))
             except gexc.GoogleAPICallError as exc:
                 raise _error(exc, f"insert {name}") from None
             pending.append(op.name)
@@ -201,13 +203,15 @@ class GceProvider(VmProvider):
 
     def find(self, token: str | None = None) -> list[Vm]:
         from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
 
         instances, _ = self.clients
         terms = [f'(labels.foundry-cluster = "{label_value(self.config.name)}")']
         if token:
             terms.append(f'(labels.foundry-token = "{token}")')
         try:
-            found = instances.list(project=self.config.project, zone=self.config.zone, filter=" ".join(terms))
+            found = instances.list(request=compute_v1.ListInstancesRequest(
+                project=self.config.project, zone=self.config.zone, filter=" ".join(terms)))
             return [self._vm(inst) for inst in found]
         except gexc.GoogleAPICallError as exc:
             raise _error(exc, "list") from None

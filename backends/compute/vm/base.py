@@ -37,6 +37,7 @@ from .ledger import Ledger
 from .ssh_wait import ssh_answers
 
 HOLD_ENV = "FOUNDRY_VM_HOLD_AT"   # tests: park the launch at a named step so it can be killed there
+SSH_POLL_S = 2.0                  # between two looks at the new instances while waiting for SSH
 
 
 class NoCapacityError(ProviderError):
@@ -204,7 +205,7 @@ class VmProvider:
                                     "(instances deleted)",
                                     hint="check that the firewall/security list lets this machine reach port 22 and "
                                          "the image runs sshd, or raise -o ssh_wait_s")
-            time.sleep(2.0)
+            time.sleep(min(SSH_POLL_S, self.config.ssh_wait_s))
 
     def _private_key(self) -> bytes:
         files = getattr(self._injection, "files", None) or {}
