@@ -13,6 +13,7 @@ def register_compute(register):
     from .gce import GceProvider
     from .kubernetes import KubernetesProvider
     from .local import LocalProvider
+    from .oci_vm import OciVmProvider
     from .slurm import SlurmProvider
     from .ssh import SshProvider
 
@@ -22,3 +23,4 @@ def register_compute(register):
     register("ssh", SshProvider)
     register("ec2", Ec2Provider)
     register("gce", GceProvider)
+    register("oci-vm", OciVmProvider)

@@ -37,6 +37,7 @@ OPERATION_WAIT_S = 300.0
 class GceProvider(VmProvider):
     name = "gce"
     notice = "gce"   # spot: instance/preempted on the metadata server (GCE_METADATA_HOST)
+    ids_are_names = True
     catalogue = CATALOGUE
     config_class = GceConfig
 

@@ -58,6 +58,7 @@ class Vm:
     type: str = ""
     spot: bool = False
     started_at: float | None = None  # epoch seconds
+    size: dict[str, float] = field(default_factory=dict)   # a flexible shape's ocpus / memory_gb (its price)
 
 
 def label_value(text: str, limit: int = 63) -> str:
@@ -70,6 +71,7 @@ class VmProvider:
     name = "vm"
     accepts_cluster_context = True   # state_dir (the ledger) and `secret` (the ssh key) resolved by Clusters
     notice: str | None = None        # FOUNDRY_PREEMPTION_NOTICE for spot jobs (trainer/preemption.py)
+    ids_are_names = False            # the ids are the names chosen before the request (GCE): the ledger has them
     catalogue: Catalogue
     config_class: Any
 
@@ -133,7 +135,11 @@ class VmProvider:
             time.sleep(300)
 
     def price(self) -> float:
+        """The hourly price of one instance of this cluster (catalogue; spot when spot)."""
         return self.catalogue.hourly_price(self.config.machine_type, self.config.spot)
+
+    def vm_price(self, vm: Vm) -> float:
+        return self.catalogue.hourly_price(vm.type, vm.spot)
 
     def dryrun(self, request: JobRequest) -> Plan:
         self.check_plan(request)
@@ -266,6 +272,8 @@ class VmProvider:
         """Delete every live instance of one launch, found by its label and by the ledger's ids."""
         record = self.ledger.get(token) or {}
         ids = set(record.get("instance_ids") or []) | {vm.id for vm in self.find(token)}
+        if self.ids_are_names:
+            ids |= set(record.get("names") or [])
         live = sorted(vm.id for vm in self.lookup(sorted(ids)) if vm.state != "gone") if ids else []
         if live:
             self.delete(live)
@@ -281,7 +289,7 @@ class VmProvider:
         for vm in self.find():
             if vm.state == "gone":
                 continue
-            price = self.catalogue.hourly_price(vm.type, vm.spot)
+            price = self.vm_price(vm)
             hours = max(0.0, now - (vm.started_at or now)) / 3600
             rows.append({"instance": vm.id, "cluster": self.config.name, "provider": self.name,
                          "run": vm.labels.get("foundry-run"), "resumption": vm.labels.get("foundry-resumption"),
