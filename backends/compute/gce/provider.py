@@ -152,10 +152,10 @@ class GceProvider(VmProvider):
                     project=c.project, zone=c.zone, instance_resource=body,
                     request_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"foundry:{token}:{name}"))))
             except gexc.GoogleAPICallError as exc:
-                raise _error(exc, f"insert {name}") from None
-            pending.append(op.name)
+                raise _error(exc, name) from None
+            pending.append((name, op.name))
         deadline = time.monotonic() + OPERATION_WAIT_S
-        for op_name in pending:
+        for name, op_name in pending:
             while True:
                 try:
                     op = operations.wait(project=c.project, zone=c.zone, operation=op_name)
@@ -167,7 +167,7 @@ class GceProvider(VmProvider):
                     raise ProviderError(f"gce: operation {op_name} not done after {OPERATION_WAIT_S:.0f}s (instances deleted)")
             errors = [(e.code, e.message) for e in op.error.errors] if op.error else []
             if errors:
-                raise _op_error(errors, op.target_link.rsplit("/", 1)[-1] or op_name)
+                raise _op_error(errors, name)
         return names
 
     # ---- the instances

@@ -138,7 +138,7 @@ class OciVmProvider(VmProvider):
                 reply = compute.launch_instance(details, opc_retry_token=f"{token}-{i}"[:64],
                                                 retry_strategy=oci.retry.NoneRetryStrategy())
             except (oci.exceptions.ServiceError, oci.exceptions.RequestException) as exc:
-                raise _error(exc, f"launch {name}") from None
+                raise _error(exc, name) from None
             ids.append(reply.data.id)
             self.ledger.write(token, instance_ids=ids)   # each id as soon as it is known
         return ids

@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from google.cloud import compute_v1   # at collection: its import (seconds) is the module's cost, not a test's
+
 RECORDED = Path(__file__).with_name("recorded") / "gce"
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -37,8 +39,6 @@ def recorded(name: str) -> dict:
 
 def check_insert(body: dict) -> None:
     """What GCE itself refuses: the SDK's schema, then the name / label / ssh-keys rules."""
-    from google.cloud import compute_v1
-
     compute_v1.Instance.from_json(json.dumps(body), ignore_unknown_fields=False)
     assert _NAME.match(body["name"]), f"instance name {body['name']!r} breaks GCE's naming rule"
     for key, value in (body.get("labels") or {}).items():
