@@ -29,6 +29,7 @@ from foundry.plugins.errors import ConfigError, ProviderError
 
 from . import catalogue
 from .config import Ec2Config
+from ..vm.base import NoCapacityError
 from ..vm.ledger import Ledger
 from ..vm.ssh_wait import ssh_answers
 
@@ -135,7 +136,7 @@ class Ec2Provider:
                           price_per_hour=catalogue.hourly_price(c.instance_type, c.spot))
         self._hold("before_request")
         try:
-            reply = self.ec2.run_instances(**self._run_params(request, token))
+            reply = _no_capacity_as_retryable(self.ec2.run_instances, **self._run_params(request, token))
             self._hold("after_request")
             ids = [i["InstanceId"] for i in reply["Instances"]]
             self.ledger.write(token, state="requested", instance_ids=ids, launched_at=time.time())
@@ -293,3 +294,20 @@ class Ec2Provider:
                 "instance_type": self.config.instance_type, "spot": self.config.spot,
                 "price_per_hour": catalogue.hourly_price(self.config.instance_type, self.config.spot)}
 
+
+# EC2's answers for "none left now" (the AZ's pool, the account's limits): retry-eligible, like gce/oci-vm's
+NO_CAPACITY = {"InsufficientInstanceCapacity", "InstanceLimitExceeded", "VcpuLimitExceeded",
+               "MaxSpotInstanceCountExceeded", "InsufficientCapacityOnHost", "SpotMaxPriceTooLow"}
+
+
+def _no_capacity_as_retryable(call, **params):
+    try:
+        return call(**params)
+    except Exception as exc:
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+        if code in NO_CAPACITY:
+            message = str((exc.response.get("Error") or {}).get("Message") or code).splitlines()[0][:300]
+            raise NoCapacityError(f"ec2: no capacity: {code}: {message}",
+                                  hint="another region, instance type or spot/on-demand, or a failover placement; "
+                                       "the run is retry-eligible") from None
+        raise
