@@ -39,6 +39,7 @@ class GceProvider(VmProvider):
     notice = "gce"   # spot: instance/preempted on the metadata server (GCE_METADATA_HOST)
     ids_are_names = True
     catalogue = CATALOGUE
+    sdk_extra = "gcp"
     config_class = GceConfig
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):

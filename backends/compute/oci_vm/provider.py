@@ -33,6 +33,7 @@ NO_CAPACITY_CODES = {"LimitExceeded", "QuotaExceeded"}
 class OciVmProvider(VmProvider):
     name = "oci-vm"
     catalogue = CATALOGUE
+    sdk_extra = "oci"
     config_class = OciVmConfig
 
     def __init__(self, cluster_config: dict[str, Any] | None = None):

@@ -72,6 +72,7 @@ class VmProvider:
     accepts_cluster_context = True   # state_dir (the ledger) and `secret` (the ssh key) resolved by Clusters
     notice: str | None = None        # FOUNDRY_PREEMPTION_NOTICE for spot jobs (trainer/preemption.py)
     ids_are_names = False            # the ids are the names chosen before the request (GCE): the ledger has them
+    sdk_extra = "all"                # the pip extra that brings the cloud's SDK
     catalogue: Catalogue
     config_class: Any
 
@@ -157,8 +158,12 @@ class VmProvider:
                    f"{' (spot)' if self.config.spot else ''} at ${self.price():.3f}/h each, the job over ssh, "
                    f"deleted when the resumption ends")
         first = self.names(planned, token)[0]
-        return Plan(provider=self.name, request=planned, summary=summary,
-                    artifacts={"create": repr(self.create_request(planned, token, first, "ssh-... (the secret's public key)"))})
+        try:   # the request as the SDK will send it: its types refuse a malformed one here
+            body = self.create_request(planned, token, first, "ssh-... (the secret's public key)")
+        except ImportError:
+            raise ConfigError(f"the {self.name} provider needs its cloud's SDK",
+                              hint=f"pip install 'foundry-anywhere[{self.sdk_extra}]'") from None
+        return Plan(provider=self.name, request=planned, summary=summary, artifacts={"create": repr(body)})
 
     def launch_intent(self, plan: Plan) -> dict[str, Any]:
         return {"token": plan.request.extra["vm_token"]}

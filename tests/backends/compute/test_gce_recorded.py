@@ -214,3 +214,15 @@ def test_credentials_that_are_not_a_service_account_key_say_so(make):
     provider._credentials = SimpleNamespace(files={"/foundry/secrets/gcp/credentials.json": json.dumps({"x": 1}).encode()})
     with pytest.raises(Exception, match="not a service-account key"):
         provider.credentials()
+
+
+def test_without_the_sdk_the_plan_says_which_extra_to_install(make, monkeypatch):
+    import sys
+
+    import google.cloud
+
+    monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)   # import fails as if not installed
+    monkeypatch.delattr(google.cloud, "compute_v1")
+    with pytest.raises(ConfigError, match="needs its cloud's SDK") as err:
+        make().dryrun(JobRequest("gpt", "r", 0, ["train.py"]))
+    assert "foundry-anywhere[gcp]" in err.value.hint
