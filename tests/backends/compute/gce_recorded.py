@@ -57,8 +57,13 @@ def check_insert(body: dict) -> None:
 
 
 class RecordedGCE:
-    def __init__(self, address: str = "127.0.0.1", public_key_pem: bytes | None = None):
-        self.address = address            # the instances' natIP and networkIP (loopback only)
+    def __init__(self, address: str = "127.0.0.1", public_key_pem: bytes | None = None,
+                 addresses: list[str] | None = None, authorized_keys: Path | None = None):
+        # the instances' natIP and networkIP, one after the other: loopback, or the test's own
+        # namespace nodes (tests/multinode/test_vm_fleet.py), never anything outside this machine
+        self.addresses = list(addresses or [address])
+        self._made = 0
+        self.authorized_keys = authorized_keys   # given: the guest agent's part, the ssh-keys metadata lands here
         self.public_key_pem = public_key_pem
         self.instances: dict[str, dict] = {}
         self.inserts: list[dict] = []     # the insert bodies, as sent
@@ -98,9 +103,16 @@ class RecordedGCE:
         if body.get("scheduling"):
             inst["scheduling"] = {**inst["scheduling"], **body["scheduling"],
                                   "preemptible": body["scheduling"].get("provisioningModel") == "SPOT"}
+        address = self.addresses[self._made % len(self.addresses)]
+        self._made += 1
         nic = inst["networkInterfaces"][0]
-        nic["networkIP"] = self.address
-        nic["accessConfigs"][0]["natIP"] = self.address
+        nic["networkIP"] = address
+        nic["accessConfigs"][0]["natIP"] = address
+        if self.authorized_keys is not None:
+            with open(self.authorized_keys, "a") as out:
+                for item in inst["metadata"]["items"]:
+                    if item["key"] == "ssh-keys":
+                        out.write(item["value"].split(":", 1)[1] + "\n")   # "user:key" -> key
         return inst
 
     def start(self) -> "RecordedGCE":

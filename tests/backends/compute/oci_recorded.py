@@ -30,6 +30,11 @@ def recorded(name: str) -> dict:
     return json.loads((RECORDED / name).read_text())
 
 
+def _public(inst: dict) -> dict:
+    """An instance as the API shows it (without the server's own bookkeeping keys)."""
+    return {k: v for k, v in inst.items() if not k.startswith("_")}
+
+
 def check_model(data, type_name: str, path: str = "$") -> None:
     """`data` (the wire JSON) fits the SDK's model `type_name`: every key is one of its attributes,
     recursively; a polymorphic base (InstanceSourceDetails...) resolves to its subtype first."""
@@ -81,9 +86,14 @@ def check_launch(body: dict) -> None:
 
 
 class RecordedOCI:
-    def __init__(self, public_key_pem: bytes, address: str = "127.0.0.1"):
+    def __init__(self, public_key_pem: bytes, address: str = "127.0.0.1", addresses: list[str] | None = None,
+                 authorized_keys: Path | None = None):
         self.public_key_pem = public_key_pem
-        self.address = address            # the VNICs' publicIp and privateIp (loopback only)
+        # the VNICs' publicIp and privateIp, one instance after the other: loopback, or the test's own
+        # namespace nodes (tests/multinode/test_vm_fleet.py), never anything outside this machine
+        self.addresses = list(addresses or [address])
+        self._made = 0
+        self.authorized_keys = authorized_keys   # given: cloud-init's part, ssh_authorized_keys lands here
         self.instances: dict[str, dict] = {}
         self.launches: list[dict] = []    # LaunchInstance bodies, as sent
         self.retry_tokens: list[str] = []
@@ -128,6 +138,11 @@ class RecordedOCI:
                 inst[key] = body[key]
         inst["sourceDetails"] = {**inst["sourceDetails"], **body["sourceDetails"]}
         inst["imageId"] = body["sourceDetails"]["imageId"]
+        inst["_address"] = self.addresses[self._made % len(self.addresses)]
+        self._made += 1
+        if self.authorized_keys is not None and (body.get("metadata") or {}).get("ssh_authorized_keys"):
+            with open(self.authorized_keys, "a") as out:
+                out.write(body["metadata"]["ssh_authorized_keys"] + "\n")
         if body.get("shapeConfig"):
             inst["shapeConfig"] = {**inst["shapeConfig"], "ocpus": body["shapeConfig"]["ocpus"],
                                    "memoryInGBs": body["shapeConfig"].get("memoryInGBs"), "gpus": 0}
@@ -219,17 +234,17 @@ class RecordedOCI:
                         token = self.headers.get("opc-retry-token")
                         same = [i for i in outer.instances.values() if i.get("_token") == token] if token else []
                         if same:   # OCI: the same retry token within 24 h is the same request
-                            return self._send(200, {k: v for k, v in same[0].items() if k != "_token"})
+                            return self._send(200, _public(same[0]))
                         outer.launches.append(data)
                         outer.retry_tokens.append(token)
                         inst = outer._instance(data)
                         outer.instances[inst["id"]] = {**inst, "_token": token}
-                        reply = copy.deepcopy(inst)
+                        reply = _public(inst)
                         inst_ref = outer.instances[inst["id"]]
                         inst_ref["lifecycleState"] = "RUNNING"   # the next GetInstance finds it up
                         return self._send(200, reply, {"etag": uuid.uuid4().hex})
                     if kind == "instances" and ident is None:
-                        items = [{k: v for k, v in i.items() if k != "_token"} for i in outer.instances.values()
+                        items = [_public(i) for i in outer.instances.values()
                                  if i["compartmentId"] == query.get("compartmentId")
                                  and i["availabilityDomain"] == query.get("availabilityDomain", i["availabilityDomain"])]
                         return self._send(200, items)
@@ -243,7 +258,7 @@ class RecordedOCI:
                             inst["lifecycleState"] = "TERMINATED"
                             outer.terminated.append(inst["displayName"])
                             return self._send(204)
-                        return self._send(200, {k: v for k, v in inst.items() if k != "_token"}, {"etag": "x"})
+                        return self._send(200, _public(inst), {"etag": "x"})
                     if kind == "vnicAttachments":
                         inst = outer.instances.get(query.get("instanceId", ""))
                         if inst is None:
@@ -252,8 +267,9 @@ class RecordedOCI:
                                "vnicId": f"ocid1.vnic.oc1.iad.{inst['id'].rsplit('.', 1)[-1]}"}
                         return self._send(200, [att])
                     if kind == "vnics":
-                        vnic = {**recorded("vnic.json"), "id": ident, "publicIp": outer.address,
-                                "privateIp": outer.address}
+                        inst = next(i for i in outer.instances.values() if i["id"].rsplit(".", 1)[-1] == ident.rsplit(".", 1)[-1])
+                        vnic = {**recorded("vnic.json"), "id": ident, "publicIp": inst["_address"],
+                                "privateIp": inst["_address"]}
                         return self._send(200, vnic)
                 return self._error("error_not_found.json")
 
