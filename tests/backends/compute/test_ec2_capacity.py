@@ -14,7 +14,7 @@ from foundry.backends.compute.ec2 import Ec2Provider
 from foundry.backends.compute.vm.base import NoCapacityError
 from foundry.plugins.compute import JobRequest
 
-from .vm_keys import ssh_key
+from support.vm_keys import ssh_key
 
 
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "VcpuLimitExceeded"])

@@ -19,8 +19,8 @@ from foundry.backends.compute.vm.base import NoCapacityError
 from foundry.plugins.compute import JobRequest
 from foundry.plugins.errors import ConfigError, ProviderError
 
-from .gce_recorded import RECORDED, RecordedGCE
-from .vm_keys import rsa_key, service_account, ssh_key
+from support.gce_recorded import RECORDED, RecordedGCE
+from support.vm_keys import rsa_key, service_account, ssh_key
 
 
 @pytest.fixture

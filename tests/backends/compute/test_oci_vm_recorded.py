@@ -18,19 +18,9 @@ from foundry.backends.compute.vm.base import NoCapacityError
 from foundry.plugins.compute import JobRequest
 from foundry.plugins.errors import ConfigError, CredentialsError, ProviderError
 
-from .oci_recorded import RECORDED, RecordedOCI, check_model
-from .vm_keys import rsa_key, ssh_key
+from support.oci_recorded import COMPARTMENT, IMAGE, OCI_CONFIG, RECORDED, SUBNET, RecordedOCI, check_model
+from support.vm_keys import rsa_key, ssh_key
 
-COMPARTMENT = "ocid1.compartment.oc1..aaaaaaaaexamplecompartmentid"
-SUBNET = "ocid1.subnet.oc1.iad.aaaaaaaaexamplesubnetid"
-IMAGE = "ocid1.image.oc1.iad.aaaaaaaaexampleimageid"
-OCI_CONFIG = """[DEFAULT]
-user=ocid1.user.oc1..aaaaaaaaexampleuserid
-fingerprint=20:3b:97:13:55:1c:5b:0d:d3:37:d8:50:4e:c5:3a:34
-tenancy=ocid1.tenancy.oc1..aaaaaaaaexampletenancyid
-region=us-ashburn-1
-key_file=/foundry/secrets/oci/key.pem
-"""
 
 
 @pytest.fixture

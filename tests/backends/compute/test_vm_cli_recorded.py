@@ -18,10 +18,9 @@ import sys
 import pytest
 from support.control import wait_for
 
-from .gce_recorded import RecordedGCE
-from .oci_recorded import RecordedOCI
-from .test_oci_vm_recorded import COMPARTMENT, IMAGE, OCI_CONFIG, SUBNET
-from .vm_keys import rsa_key, service_account, ssh_key
+from support.gce_recorded import RecordedGCE
+from support.oci_recorded import COMPARTMENT, IMAGE, OCI_CONFIG, SUBNET, RecordedOCI
+from support.vm_keys import rsa_key, service_account, ssh_key
 
 CLI = [sys.executable, "-c", "from foundry.app.cli.main import main; main()"]
 

@@ -1,4 +1,4 @@
-"""A loopback Compute Engine API that answers with the RECORDED response bodies in recorded/gce/,
+"""A loopback Compute Engine API that answers with the RECORDED response bodies in tests/backends/compute/recorded/gce/,
 for the REAL google-cloud-compute client (its REST transport, pointed here by the cluster's
 `endpoint` option) and the real google-auth service-account credentials (their self-signed JWT is
 verified against the key's public half; an OAuth token from `token_uri` is accepted too).
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlparse
 
 from google.cloud import compute_v1   # at collection: its import (seconds) is the module's cost, not a test's
 
-RECORDED = Path(__file__).with_name("recorded") / "gce"
+RECORDED = Path(__file__).resolve().parents[1] / "backends" / "compute" / "recorded" / "gce"
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")

@@ -1,4 +1,4 @@
-"""A loopback OCI Core Services API that answers with the RECORDED response bodies in recorded/oci/,
+"""A loopback OCI Core Services API that answers with the RECORDED response bodies in tests/backends/compute/recorded/oci/,
 for the REAL `oci` SDK clients (ComputeClient, VirtualNetworkClient), pointed here by the cluster's
 `endpoint` option. Every request's signature (OCI's HTTP signature, rsa-sha256 over date,
 (request-target), host and the body headers) is verified against the API key's public half.
@@ -23,7 +23,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-RECORDED = Path(__file__).with_name("recorded") / "oci"
+RECORDED = Path(__file__).resolve().parents[1] / "backends" / "compute" / "recorded" / "oci"
+
+
+# the test tenancy's names, as the recorded bodies use them
+COMPARTMENT = "ocid1.compartment.oc1..aaaaaaaaexamplecompartmentid"
+SUBNET = "ocid1.subnet.oc1.iad.aaaaaaaaexamplesubnetid"
+IMAGE = "ocid1.image.oc1.iad.aaaaaaaaexampleimageid"
+OCI_CONFIG = """[DEFAULT]
+user=ocid1.user.oc1..aaaaaaaaexampleuserid
+fingerprint=20:3b:97:13:55:1c:5b:0d:d3:37:d8:50:4e:c5:3a:34
+tenancy=ocid1.tenancy.oc1..aaaaaaaaexampletenancyid
+region=us-ashburn-1
+key_file=/foundry/secrets/oci/key.pem
+"""
 
 
 def recorded(name: str) -> dict:
