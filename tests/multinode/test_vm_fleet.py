@@ -98,3 +98,35 @@ def test_a_run_on_two_recorded_instances_runs_on_both_nodes_and_deletes_them_at_
               f"-> completed and deleted {done_s:.1f} s")
     finally:
         server.stop()
+
+
+def test_a_spot_job_that_pauses_on_its_own_ends_lost_preempted_and_its_instances_deleted(vm_nodes, tmp_path):
+    """What the trainer does on GCE's preemption notice (trainer/preemption.py: checkpoint, exit 75),
+    played by the job itself: nobody asked it to stop, so the resumption is lost (preempted),
+    retry-eligible, not paused; the job was told which notice to watch."""
+    authorized = vm_nodes.settings["MN_SSH_AUTHORIZED_KEYS"]
+    open(authorized, "w").close()
+    foundry("create", "secret", "ssh", "vm-key", "--private-key", str(vm_nodes.key))
+    server = RecordedGCE(public_key_pem=rsa_key()[1], addresses=[vm_nodes.addr(1)], authorized_keys=authorized).start()
+    try:
+        (tmp_path / "sa.json").write_text(service_account(f"{server.url}/token"))
+        foundry("create", "secret", "gcp", "creds", "--credentials", str(tmp_path / "sa.json"))
+        args = [a for o in ["project=my-project", "zone=us-central1-a", "machine_type=n2-standard-8", "spot=true",
+                            f"endpoint={server.url}", "credentials=creds", "secret=vm-key", "ssh_user=root",
+                            f"python={sys.executable}", "connect_timeout=5", "ssh_wait_s=120",
+                            f"remote_dir={tmp_path / 'remote' / '{host}'}"] for a in ("-o", o)]
+        foundry("create", "cluster", "spot", "--provider", "gce", *args)
+        job = tmp_path / "job.py"
+        job.write_text("import os, sys\nprint('notice:', os.environ.get('FOUNDRY_PREEMPTION_NOTICE'), flush=True)\n"
+                       "sys.exit(75)\n")
+        spec = tmp_path / "run.yaml"
+        spec.write_text(yaml.safe_dump({"name": "preempted", "command": [str(job)], "compute": {"cluster": "spot"}}))
+        foundry("run", "-f", str(spec), timeout=300)
+        assert server.inserts[0]["scheduling"]["provisioningModel"] == "SPOT"
+        run = wait_status("preempted", lambda d: d["status"] not in ACTIVE_STATUSES, timeout=300)
+        assert run["status"] == "lost", ended_how("preempted", run)
+        assert "preempted" in run["resumptions"][0]["exit_reason"]
+        assert "notice: gce" in foundry("logs", "preempted")
+        assert server.live() == []
+    finally:
+        server.stop()
