@@ -226,3 +226,12 @@ def test_without_the_sdk_the_plan_says_which_extra_to_install(make, monkeypatch)
     with pytest.raises(ConfigError, match="needs its cloud's SDK") as err:
         make().dryrun(JobRequest("gpt", "r", 0, ["train.py"]))
     assert "foundry-anywhere[gcp]" in err.value.hint
+
+
+def test_application_default_credentials_are_used_without_a_secret(make, gce, tmp_path, monkeypatch):
+    sa = tmp_path / "adc.json"
+    sa.write_text(service_account(f"{gce.url}/token"))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(sa))   # what ADC reads first
+    provider = make(credentials=None)
+    provider._credentials = None
+    assert provider.instances() == [] and gce.calls == ["GET instances"]

@@ -223,3 +223,14 @@ def test_create_cluster_forms_and_a_bad_option_exit_2(cli, tmp_path):
                          "-o", "availability_domain=Uocm:US-ASHBURN-AD-1", "-o", "shape=VM.Standard.E4.Flex",
                          "-o", f"subnet={SUBNET}", "-o", "secret=oci-key")
     assert code == 2 and (out + err).strip().splitlines()[0].endswith("needs ocpus (memory_gb: default 16 per OCPU)")
+
+
+def test_the_oci_config_file_is_used_without_a_secret(make, api, tmp_path, monkeypatch):
+    key = tmp_path / "key.pem"
+    key.write_text(rsa_key()[0])
+    config = tmp_path / "config"
+    config.write_text(OCI_CONFIG.replace("/foundry/secrets/oci/key.pem", str(key)))
+    monkeypatch.setenv("OCI_CONFIG_FILE", str(config))   # as the oci CLI reads it; default ~/.oci/config
+    provider = make(credentials=None)
+    provider._credentials = None
+    assert provider.instances() == [] and api.calls == ["GET instances"]

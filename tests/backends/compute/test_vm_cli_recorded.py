@@ -117,3 +117,25 @@ def test_get_and_clean_instances_through_the_cli(cli, cloud):
     code, out, _ = cli("clean", "instances", "--json")
     assert code == 0 and json.loads(out) == {"terminated": [row["instance"]]}
     assert server.live() == ["not-foundrys"]
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_foundry_killed_after_the_request_then_clean_instances_terminates_it(cli, cloud):
+    """The ledger entry of a launch whose `foundry` died is what `clean instances` sweeps, before any
+    command touches the run."""
+    name, server, spec = cloud
+    home = os.environ["FOUNDRY_HOME"]
+    held = os.path.join(home, "cluster-state", "c", "held-after_request")
+    proc = subprocess.Popen([*CLI, "run", "-f", spec], env={**os.environ, "FOUNDRY_VM_HOLD_AT": "after_request"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.exists(held) or proc.poll() is not None, timeout=120, what="launch held")
+        assert proc.poll() is None and len(server.live()) == 1
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    code, out, err = cli("clean", "instances", "--json")
+    assert code == 0, out + err
+    [gone] = json.loads(out)["terminated"]
+    assert server.live() == [] and gone.startswith(("foundry-vm-job-r0-", "ocid1.instance."))
