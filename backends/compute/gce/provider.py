@@ -225,8 +225,12 @@ class GceProvider(VmProvider):
         for name in ids:
             try:   # not waited on: the instance is STOPPING, then gone; a later find no longer lists it
                 instances.delete(project=self.config.project, zone=self.config.zone, instance=name)
-            except gexc.NotFound:
+            except (gexc.NotFound, gexc.Conflict):
                 continue
+            except gexc.BadRequest as exc:
+                if "resourceNotReady" in _codes(exc) or "not ready" in str(exc):   # being deleted already
+                    continue
+                raise _error(exc, f"delete {name}") from None
             except gexc.GoogleAPICallError as exc:
                 raise _error(exc, f"delete {name}") from None
 
