@@ -19,7 +19,7 @@ crosses to the main process through the ring too (batch_handover.py).
 
 from __future__ import annotations
 
-import sys
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -29,15 +29,7 @@ from torch.utils.data import default_collate
 
 from . import batch_ring
 from .batch_handover import hand_over
-
-
-@dataclass(frozen=True)
-class FixedColumn:
-    name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]   # of one sample's value
-    nbytes: int              # stored bytes of one sample's value
-    kind: str = "array"      # what the sample holds: "array" (ndarray), "int" (Python's), "numpy" (scalar)
+from .format.contract import FixedColumn, SampleReader
 
 
 @dataclass(frozen=True)
@@ -72,42 +64,22 @@ class WorkerBatches:
         return batch if self.default_collate and self.transform is None else hand_over(batch)
 
 
-def fixed_columns(reader: Any) -> list[FixedColumn] | None:
-    """The shard's columns when one sample's stored bytes are its columns' values back to back,
-    each a fixed-size numeric value that the default collate stacks as is; else None. Checked
-    against a decoded sample and its collate, once per reader."""
-    cached = getattr(reader, "_fixed_columns", False)
-    if cached is not False:
-        return cached
-    reader._fixed_columns = columns = _find_fixed_columns(reader)
-    return columns
+def fixed_columns(reader: SampleReader) -> list[FixedColumn] | None:
+    """The shard's fixed columns (the reader finds them once: `SampleReader.fixed_columns`) when
+    the default collate stacks each as stored; else None."""
+    columns = reader.fixed_columns()
+    return columns if columns is not None and all(_collates_as_stored(c) for c in columns) else None
 
 
-def _find_fixed_columns(reader: Any) -> list[FixedColumn] | None:
-    info = reader.info
-    if (not hasattr(reader, "read_rows_into") or info.format != "mds" or sys.byteorder != "little"
-            or any(size is None for size in info.column_sizes) or not len(reader)):
-        return None
-    sample = reader.get_sample(0)
-    columns = []
-    for name, size in zip(info.column_names, info.column_sizes):
-        value = sample[name]
-        kind = "array" if isinstance(value, np.ndarray) else "int" if type(value) is int else "numpy"
-        if isinstance(value, np.ndarray):  # the default collate stacks these as they are
-            dtype, shape = value.dtype, tuple(value.shape)
-        elif isinstance(value, (np.generic, int)) and not isinstance(value, bool):
-            # numbers go through torch's default_collate: keep the column only if it gives the
-            # stored type (it does for Python ints and numpy scalars that torch has)
-            dtype, shape = np.dtype(np.int64) if type(value) is int else value.dtype, ()
-            collated = default_collate([value, value])
-            if collated.dtype != _torch_dtype(dtype) or collated.shape != (2,):
-                return None
-        else:
-            return None
-        if dtype.kind not in "biuf" or not dtype.isnative or dtype.itemsize * int(np.prod(shape)) != size:
-            return None
-        columns.append(FixedColumn(name, dtype, shape, size, kind))
-    return columns
+@functools.lru_cache(maxsize=None)
+def _collates_as_stored(column: FixedColumn) -> bool:
+    """Arrays are stacked as they are; numbers go through torch's default_collate, which keeps the
+    stored type for Python ints and the numpy scalars torch has."""
+    if column.kind == "array":
+        return True
+    value = 0 if column.kind == "int" else column.dtype.type(0)
+    collated = default_collate([value, value])
+    return collated.dtype == _torch_dtype(column.dtype) and collated.shape == (2,)
 
 
 def _columns(shards: list[int], readers: dict[int, Any]) -> list[FixedColumn] | None:

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 from foundry.plugins.errors import FoundryError
 
+from .format.contract import EarlyReader, SampleReader
+
 # Frames decompressed early per shard: the offsets' frame and a first few samples'. Past them the
 # reader waits for the whole shard and lends its core to the decompressions (cache.decompress_slot):
 # a shuffle that mixes shards soon draws from every frame of every shard, so reading frames one by
@@ -31,25 +33,28 @@ BLOCK_BUDGET = 0.25
 BLOCK_BUDGET_BYTES = 4 << 20
 
 
-class EarlyShardReader:
-    def __init__(self, early: Any, ready: Callable[[], bool], open_whole: Callable[[], Any], *,
-                 budget: int, spent: Callable[[], int], on_whole: Callable[[Any], None] | None = None):
+class EarlyShardReader(SampleReader):
+    def __init__(self, early: EarlyReader, ready: Callable[[], bool], open_whole: Callable[[], SampleReader], *,
+                 budget: int, on_whole: Callable[[SampleReader], None] | None = None):
         self._early = early  # format.framed_reader.FramedMDSReader or format.ranged_reader.RangedMDSReader
+        self.info = early.info
         self._ready = ready
         self._open_whole = open_whole
         self.budget = budget
-        self._spent = spent
         self._on_whole = on_whole  # called with the whole shard's reader before it takes over
-        self._whole: Any = None
+        self._whole: SampleReader | None = None
         self.early_samples = 0
 
-    @property
-    def reads_ahead(self) -> bool:
-        """The early reader can start on samples before they are asked for (`expect`)."""
-        return hasattr(self._early, "expect")
+    def __len__(self) -> int:
+        return len(self._early)
 
     @property
-    def settled(self) -> bool:
+    def reads_ahead(self) -> bool:  # type: ignore[override]
+        """The early reader can start on samples before they are asked for (`expect`)."""
+        return self._early.reads_ahead
+
+    @property
+    def settled(self) -> bool:  # type: ignore[override]
         """Reading from the whole file now (the iterator then calls it directly)."""
         return self._whole is not None
 
@@ -60,17 +65,16 @@ class EarlyShardReader:
     def expect(self, indices: list[int]) -> None:
         """Samples this reader will soon be asked for, in order: an early reader that can fetch
         several at once (ranged reads) starts on them, within the budget."""
-        expect = getattr(self._early, "expect", None)
-        if expect is not None and self._whole is None and not self._ready():
+        if self._early.reads_ahead and self._whole is None and not self._ready():
             try:
-                expect(indices, self.budget - self._spent())
+                self._early.fetch_ahead(indices, self.budget - self._early.spent())
             except FoundryError:
                 self.budget = 0
 
     def _sample(self, i: int) -> Any:
         if self._whole is None:
-            holds = getattr(self._early, "holds", None)  # read already, or on its way: costs nothing more
-            if (self._spent() < self.budget or (holds is not None and holds(i))) and not self._ready():
+            # a sample read already, or on its way, costs nothing more
+            if (self._early.spent() < self.budget or self._early.holds(i)) and not self._ready():
                 try:
                     sample = self._early.get_sample(i)
                 except FoundryError:  # a read failed or a block is bad: the whole shard decides
@@ -88,6 +92,9 @@ class EarlyShardReader:
             self._whole = whole
             self._early.close()
         return self._whole.get_sample(i)
+
+    def get_sample_bytes(self, i: int) -> bytes:
+        return self._whole.get_sample_bytes(i) if self._whole is not None else self._early.get_sample_bytes(i)
 
     def close(self) -> None:
         self._early.close()

@@ -23,6 +23,7 @@ import numpy as np
 from . import fork_gc
 from .indexing import own_arrays
 from .cache import Prefetcher
+from .format.contract import SampleReader
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,13 @@ class EpochPlan:
     prefetch_after_first: bool = False
 
 
-class ShardReader(Protocol):
-    def get_sample(self, index: int) -> Any: ...
-    def close(self) -> None: ...
-
-
 class ShardSource(Protocol):
     """The shards behind a plan."""
 
     def ensure(self, shard: int) -> object:
         """Make the shard local (download, decompress); called from prefetch threads too."""
 
-    def open(self, shard: int) -> ShardReader:
+    def open(self, shard: int) -> SampleReader:
         """A reader over the local shard; the iterator closes it after the shard's last use."""
 
     def after_fetch(self, where: Callable[[], tuple[set[int], int]]) -> None:
@@ -169,7 +165,7 @@ class DeletedShards:
 def reopen_deleted(readers: dict[int, Any], source: ShardSource, reopened: Callable[[int, Any], None]) -> None:
     """DeletedShards' look: a stat per open shard; `reopened(shard, reader)` for each one opened again."""
     for shard, reader in list(readers.items()):
-        path = getattr(reader, "path", None)
+        path = reader.path
         if path is None or os.path.exists(path):
             continue
         readers[shard] = fresh = source.open(shard)
@@ -231,7 +227,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
             walk.advance(a)
             reader = readers[shard] = source.open(shard)
             getters[shard] = getter(shard, reader)
-            if not getattr(reader, "settled", True):
+            if not reader.settled:
                 early.add(shard)
                 if reader.reads_ahead:
                     ahead.add(shard)

@@ -103,7 +103,7 @@ class ReaderPool:
         return _in_dataloader_worker()
 
     def _drop_deleted(self) -> None:
-        gone = [k for k, r in self._open.items() if getattr(r, "path", None) and not os.path.exists(r.path)]
+        gone = [k for k, r in self._open.items() if r.path and not os.path.exists(r.path)]
         for shard in gone:
             self.drop(shard)
         self._next_look = time.monotonic() + RECHECK_S

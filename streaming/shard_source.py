@@ -106,8 +106,7 @@ class DatasetShards:
         if framed is None:
             return None
         return EarlyShardReader(framed, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
-                                budget=early_reader.EARLY_FRAMES,
-                                spent=lambda: framed.frames_decompressed)
+                                budget=early_reader.EARLY_FRAMES)
 
     def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:
         if self._opened_whole or not self._ranged_early:  # for a cold start; later they would only share the link
@@ -118,8 +117,7 @@ class DatasetShards:
             return None
         blocks = min(early_reader.BLOCK_BUDGET * ranged.blocks, early_reader.BLOCK_BUDGET_BYTES / ranged.block_bytes)
         return EarlyShardReader(ranged, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
-                                budget=max(2, int(blocks)),
-                                spent=lambda: ranged.blocks_fetched, on_whole=lambda w: ranged.check_against(w.path))
+                                budget=max(2, int(blocks)), on_whole=lambda w: ranged.check_against(w.path))
 
     def _open_whole(self, shard: int) -> Any:
         self._opened_whole = True

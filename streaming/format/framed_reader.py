@@ -14,12 +14,13 @@ from typing import Any
 
 from foundry.plugins.errors import DataError
 
+from .contract import EarlyReader
 from .index import ShardInfo
 from .reader import MDSShardReader
 from .zstd_seekable import FrameReader, read_seek_table
 
 
-class FramedMDSReader(MDSShardReader):
+class FramedMDSReader(MDSShardReader, EarlyReader):
     def __init__(self, info: ShardInfo, zip_path: str | os.PathLike):
         super().__init__(info, zip_path)
         self._frames: FrameReader | None = None
@@ -53,6 +54,9 @@ class FramedMDSReader(MDSShardReader):
     @property
     def frames_decompressed(self) -> int:
         return self._frames.frames_decompressed if self._frames is not None else 0
+
+    def spent(self) -> int:
+        return self.frames_decompressed
 
     def get_sample_bytes(self, i: int) -> bytes:
         if self._offsets is None:

@@ -3,7 +3,7 @@
 For the first samples of a cold epoch: the whole shard downloads in the background meanwhile
 (cache.prefetch), and early_reader.EarlyShardReader moves to the local file once it is there.
 Reads are whole blocks (format.block_digests' size), each checked against its digest before a
-sample is decoded from it when the shard is checked at all. `expect(indices)` fetches the blocks
+sample is decoded from it when the shard is checked at all. `fetch_ahead(indices)` fetches the blocks
 of samples the reader will soon be asked for, several requests at once: across a WAN each read
 is a round trip, so a batch read one sample at a time would take longer than the whole shard.
 The blocks read are kept, and compared with the local file when it takes over, so a shard
@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 from foundry.plugins.errors import DataError
 
 from .block_digests import BLOCK_BYTES, BlockDigests
+from .contract import EarlyReader
 from .index import ShardInfo
 from .reader import MDSShardReader
 
@@ -40,7 +41,9 @@ def reads() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-class RangedMDSReader(MDSShardReader):
+class RangedMDSReader(MDSShardReader, EarlyReader):
+    reads_ahead = True  # fetch_ahead() starts the blocks of samples asked for soon
+
     def __init__(self, info: ShardInfo, fetch: Callable[[int, int], bytes], size: int,
                  digests: BlockDigests | Future | None = None):
         """`digests`: the shard's block digests, or a Future of them (read at the same time as the
@@ -51,7 +54,7 @@ class RangedMDSReader(MDSShardReader):
         self._digests = digests
         self._block_bytes = BLOCK_BYTES if digests is None or isinstance(digests, Future) else digests.block_bytes
         self._kept: dict[int, bytes] = {}
-        self._coming: dict[int, Future] = {}  # block -> the read that brings it (expect)
+        self._coming: dict[int, Future] = {}  # block -> the read that brings it (fetch_ahead)
         self.blocks_fetched = 0
 
     def __getstate__(self) -> dict:
@@ -130,7 +133,10 @@ class RangedMDSReader(MDSShardReader):
         return all(b in self._kept or b in self._coming
                    for b in range(offsets[i] // size, max(offsets[i], offsets[i + 1] - 1) // size + 1))
 
-    def expect(self, indices: Iterable[int], limit: int) -> None:
+    def spent(self) -> int:
+        return self.blocks_fetched
+
+    def fetch_ahead(self, indices: Iterable[int], limit: int) -> None:
         """Start reading the blocks of samples `indices` (at most `limit` blocks), several at once."""
         if self._offsets is None:
             self._ensure()

@@ -14,16 +14,19 @@ import os
 import struct
 from typing import Any, Sequence
 
+import sys
+
 import numpy as np
 
 from foundry.plugins.errors import DataError, DataFileNotFoundError
 
+from .contract import FixedColumn, SampleReader
 from .encodings import get_encoding
 from .index import SPLIT_FORMATS, ShardInfo
 from .mds_decoder import compile_sample_decoder
 
 
-class ShardReader:
+class ShardReader(SampleReader):
     """Common part: one mmap-ed data file and a table of n+1 absolute sample offsets."""
 
     def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
@@ -158,6 +161,13 @@ class MDSShardFileReader(MDSShardReader):
     def __init__(self, info: ShardInfo, raw_path: str | os.PathLike):
         super().__init__(info, raw_path)
         self._fd: int | None = None
+        self._fixed: list[FixedColumn] | None | bool = False  # fixed_columns(), found once
+
+    def fixed_columns(self) -> list[FixedColumn] | None:
+        """Checked against a decoded sample (its values' types and shapes), once per reader."""
+        if self._fixed is False:
+            self._fixed = _find_fixed_columns(self)
+        return self._fixed
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
@@ -218,6 +228,26 @@ class MDSShardFileReader(MDSShardReader):
             os.close(self._fd)
         self._fd = None
         self._offsets = None
+
+
+def _find_fixed_columns(reader: MDSShardReader) -> list[FixedColumn] | None:
+    info = reader.info
+    if sys.byteorder != "little" or any(size is None for size in info.column_sizes) or not len(reader):
+        return None
+    sample = reader.get_sample(0)
+    columns = []
+    for name, size in zip(info.column_names, info.column_sizes):
+        value = sample[name]
+        if isinstance(value, np.ndarray):
+            kind, dtype, shape = "array", value.dtype, tuple(value.shape)
+        elif isinstance(value, (np.generic, int)) and not isinstance(value, bool):
+            kind, dtype, shape = ("int", np.dtype(np.int64), ()) if type(value) is int else ("numpy", value.dtype, ())
+        else:
+            return None
+        if dtype.kind not in "biuf" or not dtype.isnative or dtype.itemsize * int(np.prod(shape)) != size:
+            return None
+        columns.append(FixedColumn(name, dtype, shape, size, kind))
+    return columns
 
 
 class SplitShardReader(ShardReader):

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from foundry.streaming.format.contract import SampleReader
 from foundry.streaming.iterator import EpochPlan, iterate
 
 
@@ -32,10 +33,16 @@ class FakeShards:
     def open(self, shard):
         fake = self
 
-        class Reader:
+        class Reader(SampleReader):
+            def __len__(self):
+                return len(fake.shards[shard])
+
             def get_sample(self, j):
                 assert shard in fake.open_now, "read after close"
                 return fake.shards[shard][j]
+
+            def get_sample_bytes(self, j):
+                return repr(self.get_sample(j)).encode()
 
             def close(self):
                 fake.open_now.discard(shard)
