@@ -36,25 +36,25 @@ from .format.contract import FixedColumn, SampleReader
 class WorkerBatches:
     """How the loader batches: `size` samples per batch (the last one shorter unless `drop_last`),
     collated by `collate`, then given to `transform` (the user's batch_transform) when set.
-    `reads_rows`: samples may be read as rows (the reader makes them; no dataset subclass does);
     `default_collate`: `collate` is the loader's default one (its batch is read straight into
     the ring, unless a transform follows)."""
 
     size: int
     drop_last: bool
     collate: Callable[[list], Any]
-    reads_rows: bool
     default_collate: bool = True
     transform: Callable[[Any], Any] | None = None
 
     def make(self, shards: list[int], indices: list[int], readers: dict[int, Any],
-             get: Callable[[int, int], Any]) -> Any:
-        """The batch of these samples (`get(shard, index)` makes one sample the usual way)."""
-        if self.reads_rows and self.default_collate:
+             get: Callable[[int, int], Any], reads_rows: bool) -> Any:
+        """The batch of these samples (`get(shard, index)` makes one sample the usual way).
+        `reads_rows` (ReadPolicy.reads_rows): samples may be read as rows (the reader makes them;
+        no dataset subclass does)."""
+        if reads_rows and self.default_collate:
             batch = read_rows(shards, indices, readers, self.transform is None)
             if batch is not None:
                 return batch if self.transform is None else hand_over(self.transform(batch))
-        samples = row_samples(shards, indices, readers) if self.reads_rows and not self.default_collate else None
+        samples = row_samples(shards, indices, readers) if reads_rows and not self.default_collate else None
         if samples is None:
             samples = [get(s, j) for s, j in zip(shards, indices)]
         batch = self.collate(samples)

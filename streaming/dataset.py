@@ -18,10 +18,11 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from foundry.plugins.errors import ConfigError, ConfigValueError, DataValueError, config_errors_as_value_errors
 
-from .cache import Evictor, ShardCache, UseSchedule, check_cache_limit, lend_reader_core
+from .cache import Evictor, ShardCache, UseSchedule, check_cache_limit
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
 from .batch_reads import WorkerBatches
-from .iterator import EpochPlan, iterate, iterate_batches
+from .iterator import iterate, iterate_batches
+from .plan.iteration import EpochPlan, ReadPolicy
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
                    check_batching, locate, make_layout, rank_ids, rank_length, resume_warning, stream_choose,
                    stream_proportions, worker_ids)
@@ -255,27 +256,31 @@ class StreamingDataset(IterableDataset):
                             f"(batch_size {self.batch_size} x {topo.world_size} ranks)",
                             hint="keep the global batch: per-device batch = global batch / ranks")
         epoch, start = self._counter.begin(topo.worker_id, topo.num_workers)
+        # what this iteration reads, and how: decided once, here; everything below takes them
         plan = self._epoch_plan(topo, epoch, start)
-        # The node's only reader (Topology.alone_on_node) reads early with ranged reads of its own
-        # (ranks of a node share one download of each shard) and lends its core to decompression
-        # while it does not read (cache.decompress_slot).
-        shards = DatasetShards(self._locator, self._readers, self._evictor, self._use_schedule(topo, epoch, start),
-                               plan.window, ranged_early=topo.alone_on_node)
-        lend_reader_core(topo.alone_on_node)
+        policy = self._read_policy(topo)
+        shards = DatasetShards(self._locator, self._readers, self._evictor, policy,
+                               self._use_schedule(topo, epoch, start), plan.window)
         sample = None
         if self._transforms_samples():  # the plan's shards still drive prefetch, open and eviction
             first = self._layout.shard_offsets.tolist()
             sample = lambda shard, index: self[first[shard] + index]  # noqa: E731
-        batches = self._worker_batches
-        if batches is not None and get_worker_info() is not None:
-            return iterate_batches(plan, shards, batches if sample is None else replace(batches, reads_rows=False),
-                                   sample)
+        if policy.batches_in_worker:
+            return iterate_batches(plan, shards, self._worker_batches, policy, sample)
         # a sample the plan yields twice from a map would share it: an in-place change to the first
         # would show in the second. Its shard's samples get arrays of their own (DataLoader workers
         # read with pread: each sample has its own bytes already)
-        own = (_shards_repeating_a_sample(plan, self._layout.shard_offsets)
-               if sample is None and get_worker_info() is None else set())
-        return iterate(plan, shards, sample, own)
+        own = _shards_repeating_a_sample(plan, self._layout.shard_offsets) if policy.own_repeats else set()
+        return iterate(plan, shards, policy, sample, own)
+
+    def _read_policy(self, topo: Topology) -> ReadPolicy:
+        """How this iteration reads (plan/iteration.py): from the topology, the process's role and
+        the streams."""
+        in_worker = get_worker_info() is not None
+        return ReadPolicy.decide(alone_on_node=topo.alone_on_node, in_worker=in_worker,
+                                 far_store=self._locator.far_remote, on_this_machine=self._on_this_machine,
+                                 transforms_samples=self._transforms_samples(),
+                                 worker_batches=self._worker_batches is not None)
 
     def can_batch_in_workers(self) -> bool:
         """Whether StreamingDataLoader may have this dataset's iteration yield whole batches: not
@@ -316,7 +321,7 @@ class StreamingDataset(IterableDataset):
         """What this rank's worker reads this epoch, from global sample `start` on: all the hot loop sees."""
         shards, offsets = locate(self._worker_sample_ids(topo, epoch, start), self._layout.shard_offsets)
         return EpochPlan(shards, offsets, window=self._predownload_samples(), prefetch=self._needs_work,
-                         threads=self._download_threads, prefetch_after_first=self._on_this_machine and topo.alone_on_node)
+                         threads=self._download_threads)
 
     def _use_schedule(self, topo: Topology, epoch: int, start: int) -> UseSchedule | None:
         """When the ranks of this node use each shard: the eviction order under cache_limit."""

@@ -15,7 +15,6 @@ import functools
 import heapq
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterator, Protocol
 
 import numpy as np
@@ -24,23 +23,7 @@ from . import fork_gc
 from .indexing import own_arrays
 from .cache import Prefetcher
 from .format.contract import SampleReader
-
-
-@dataclass(frozen=True)
-class EpochPlan:
-    """What one DataLoader worker of one rank reads in one epoch; built by StreamingDataset."""
-
-    shards: np.ndarray   # global shard of each sample, in the order the worker yields them
-    offsets: np.ndarray  # index of each sample within its shard
-    window: int          # samples to fetch ahead of the reader
-    prefetch: bool       # some shard may need a download or decompression first
-    threads: int = 4     # download/decompression threads when prefetching
-    # Prefetch from the first sample (batch) on, not before it: every shard is on this machine and
-    # this process is its only reader. Until then the reader reads early frames or decompresses
-    # the first shard itself (holding the decompression slot: nothing else could decompress), and
-    # prefetch threads starting meanwhile take the GIL from it. Local zstd tokens: first sample
-    # 8.4 -> 6.2 ms; the decompressions start those ms later (epoch of 3 shards ~67 -> ~75 ms).
-    prefetch_after_first: bool = False
+from .plan.iteration import EpochPlan, ReadPolicy
 
 
 class ShardSource(Protocol):
@@ -88,14 +71,14 @@ class _Progress:
     """One worker's walk through its plan: where the reader is, which shards it must keep (those in
     use and those the next `window` samples need), and the prefetcher that runs ahead of it."""
 
-    def __init__(self, plan: EpochPlan, source: ShardSource):
+    def __init__(self, plan: EpochPlan, source: ShardSource, policy: ReadPolicy):
         self.source = source
         self.use_shards, self.use_first, self.use_last = first_and_last_use(plan.shards)
         self.window = max(1, int(plan.window))
         self.step = max(256, self.window // 4)  # samples between telling the prefetcher the position
         self.position = 0
         self.prefetcher = (Prefetcher(source.ensure, self.use_shards.tolist(), self.use_first.tolist(), self.window,
-                                      threads=plan.threads, after=self.after_fetch, start=not plan.prefetch_after_first)
+                                      threads=plan.threads, after=self.after_fetch, start=not policy.prefetch_after_first)
                            if plan.prefetch else _NoPrefetch())
         # collections during the walk skip what was alive before it (fork_gc.py); the release is
         # kept here: at exit this module's globals may be gone before `finish` runs
@@ -183,7 +166,7 @@ def _expect(early: set[int], readers: dict[int, Any], shards: list[int], indices
             readers[sh].expect(wanted)
 
 
-def iterate(plan: EpochPlan, source: ShardSource,
+def iterate(plan: EpochPlan, source: ShardSource, policy: ReadPolicy,
             sample: Callable[[int, int], Any] | None = None, own: Collection[int] = ()) -> Iterator[Any]:
     """The plan's samples. `sample(shard, index)`, when given, makes each one instead of the
     shard's reader (a dataset subclass that transforms samples); shards are fetched, opened and
@@ -194,7 +177,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
     total = len(shards)
     if total == 0:
         return
-    walk = _Progress(plan, source)
+    walk = _Progress(plan, source, policy)
     step = walk.step
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
@@ -255,7 +238,7 @@ def iterate(plan: EpochPlan, source: ShardSource,
                 if c == 0:  # the epoch's first sample
                     s, j = next(run)
                     yield getters[s](j)
-                    walk.prefetcher.start()  # when it waited for it (EpochPlan.prefetch_after_first)
+                    walk.prefetcher.start()  # when it waited for it (ReadPolicy.prefetch_after_first)
                 for s, j in run:
                     yield getters[s](j)
                 c = e
@@ -271,10 +254,10 @@ class BatchMaker(Protocol):
     drop_last: bool
 
     def make(self, shards: list[int], indices: list[int], readers: dict[int, Any],
-             get: Callable[[int, int], Any]) -> Any: ...
+             get: Callable[[int, int], Any], reads_rows: bool) -> Any: ...
 
 
-def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
+def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker, policy: ReadPolicy,
                     sample: Callable[[int, int], Any] | None = None) -> Iterator[Any]:
     """The plan's samples as batches of `batches.size` consecutive samples (what a DataLoader would
     take from `iterate`, one sample at a time), each made in one go by `batches.make`. Every shard a
@@ -284,7 +267,7 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
     if total == 0:
         return
     size = int(batches.size)
-    walk = _Progress(plan, source)
+    walk = _Progress(plan, source, policy)
     readers: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
 
@@ -315,9 +298,9 @@ def iterate_batches(plan: EpochPlan, source: ShardSource, batches: BatchMaker,
                 walk.advance(begin)
                 told = begin
             deleted.check(readers, source, lambda shard, reader: None)
-            yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get)
+            yield batches.make(shard_list[begin:end], local_list[begin:end], readers, get, policy.reads_rows)
             if begin == 0:
-                walk.prefetcher.start()  # when it waited for the first batch (EpochPlan.prefetch_after_first)
+                walk.prefetcher.start()  # when it waited for the first batch (ReadPolicy.prefetch_after_first)
         finished = True
     finally:
         walk.finish(finished, readers)

@@ -242,7 +242,7 @@ class StreamingDataLoader(DataLoader):
             default = collate is _collate_read_only
             if default and batch_transform is not None:
                 collate = functools.partial(_collate_read_only, ring=False)
-            self._worker_batches = WorkerBatches(size, drop_last, collate, reads_rows=True, default_collate=default,
+            self._worker_batches = WorkerBatches(size, drop_last, collate, default_collate=default,
                                                  transform=batch_transform)
             super().__init__(batch_size=None, **{**kwargs, "collate_fn": _batch_made_in_worker})
             object.__setattr__(self, "batch_size", size)  # DataLoader refuses a plain set after init

@@ -1,5 +1,6 @@
 """Open shard readers, kept per process (mmap'd by the format layer, or read with pread inside
-DataLoader workers), least recently used closed."""
+DataLoader workers), least recently used closed. An iteration opens its readers through here with
+its ReadPolicy's `mapped`; random access (`get`) decides it once per process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Callable, Sequence
 from foundry.plugins.errors import DataError, FoundryError
 
 from .format import refuse_unsafe
+from .format.contract import SampleReader
 from .format.framed_reader import FramedMDSReader
 from .format.ranged_reader import RangedMDSReader
 
@@ -30,31 +32,33 @@ class ReaderPool:
         self._ensure = ensure
         self._unsafe = allow_unsafe_types
         self._max_open = max_open
-        self._open: OrderedDict[int, Any] = OrderedDict()
-        self._pid = os.getpid()
+        self._open: OrderedDict[int, SampleReader] = OrderedDict()
+        self._pid: int | None = None  # the process the kept readers belong to (get)
+        self._mapped = True
 
-    def get(self, shard: int) -> Any:
+    def get(self, shard: int) -> SampleReader:
         """The reader of global shard `shard`, downloading the shard if needed."""
-        if self._pid != os.getpid():  # forked: the parent's handles are not ours to use
+        if self._pid != os.getpid():  # forked, or new: the parent's handles are not ours to use
             self._open = OrderedDict()
             self._pid = os.getpid()
+            self._mapped = not _in_dataloader_worker()  # this process's role, decided once
         if self._refetch_deleted and self._open and time.monotonic() >= self._next_look:
             self._drop_deleted()
         reader = self._open.get(shard)
         if reader is not None:
             self._open.move_to_end(shard)
             return reader
-        reader = self._open[shard] = self.open(shard)
+        reader = self._open[shard] = self.open(shard, self._mapped)
         while len(self._open) > self._max_open:
             _, old = self._open.popitem(last=False)
             _close(old)
         return reader
 
-    def open(self, shard: int) -> Any:
-        """A new reader (not kept by the pool), its shard local and mapped: the caller closes it."""
+    def open(self, shard: int, mapped: bool) -> SampleReader:
+        """A new reader (not kept by the pool), its shard local and opened (`mapped`, or read with
+        pread: ReadPolicy.mapped): the caller closes it."""
         from foundry.streaming.format import open_shard
 
-        mapped = not _in_dataloader_worker()
         for attempt in range(3):
             path = self._ensure(shard)
             reader = open_shard(self._infos[shard], str(path), allow_unsafe_types=self._unsafe, mapped=mapped)
@@ -97,10 +101,6 @@ class ReaderPool:
             reader.close()
             return None
         return reader
-
-    @staticmethod
-    def in_worker() -> bool:
-        return _in_dataloader_worker()
 
     def _drop_deleted(self) -> None:
         gone = [k for k, r in self._open.items() if r.path and not os.path.exists(r.path)]

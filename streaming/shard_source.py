@@ -11,10 +11,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .cache import Evictor, ShardCache, UseSchedule
+from .cache import Evictor, ShardCache, UseSchedule, lending
 from . import early_reader
 from .early_reader import EarlyShardReader
+from .format.contract import SampleReader
 from .format.ranged_reader import reads as ranged_reads
+from .plan.iteration import ReadPolicy
 from .readers import ReaderPool
 
 
@@ -57,8 +59,9 @@ class ShardLocator:
 
 
 class DatasetShards:
-    def __init__(self, locator: ShardLocator, readers: ReaderPool, evictor: Evictor,
-                 schedule: UseSchedule | None = None, window: int = 0, ranged_early: bool = True):
+    def __init__(self, locator: ShardLocator, readers: ReaderPool, evictor: Evictor, policy: ReadPolicy,
+                 schedule: UseSchedule | None = None, window: int = 0):
+        self._policy = policy
         self._locator = locator
         self._readers = readers
         self._evictor = evictor
@@ -67,17 +70,17 @@ class DatasetShards:
         self._downloaded_seen = -1
         self._opening: set[int] = set()
         self._opened_whole = False  # some shard of this iteration was read whole
-        # ranged early reads are per process: with several ranks on a node each would make its
-        # own, where the node downloads each shard once for all of them
-        self._ranged_early = ranged_early
         self._soon: dict[int, Future] = {}  # shard -> its early reader being opened (open_soon)
 
     def ensure(self, shard: int) -> Any:
-        return self._locator.ensure(shard)
+        """Called by the reader and by prefetch threads: their decompressions follow this
+        iteration's policy (cache.decompress_slot)."""
+        with lending(self._policy.lend_reader_core):
+            return self._locator.ensure(shard)
 
     def open_soon(self, shards: list[int]) -> None:
         """Start opening these shards' ranged early readers in the background (open takes them)."""
-        if self._readers.in_worker() or self._opened_whole or not self._ranged_early or not self._locator.far_remote:
+        if self._opened_whole or not self._policy.ranged_early:
             return
         for shard in shards:
             if shard not in self._soon and len(self._soon) < OPEN_AHEAD_MAX:
@@ -92,10 +95,12 @@ class DatasetShards:
         if soon is not None:  # its ranged reader, being opened: or none, and then maybe frames
             early = soon.result() or self._open_framed(shard)
         else:
-            early = None if self._readers.in_worker() else self._open_early(shard)
+            early = self._open_early(shard)
         return early if early is not None else self._open_whole(shard)
 
     def _open_early(self, shard: int) -> EarlyShardReader | None:
+        if not self._policy.framed_early:  # off in workers (ReadPolicy): ranged reads are off there too
+            return None
         zip_path = self._locator.unready_local_zip(shard)  # checks the compressed copy: once
         return self._open_framed(shard, zip_path) if zip_path is not None else self._open_early_ranged(shard)
 
@@ -109,7 +114,7 @@ class DatasetShards:
                                 budget=early_reader.EARLY_FRAMES)
 
     def _open_early_ranged(self, shard: int) -> EarlyShardReader | None:
-        if self._opened_whole or not self._ranged_early:  # for a cold start; later they would only share the link
+        if self._opened_whole or not self._policy.ranged_early:  # for a cold start; later they would only share the link
             return None
         ranges = self._locator.early_ranges(shard)
         ranged = self._readers.open_ranged(shard, *ranges) if ranges is not None else None
@@ -119,11 +124,12 @@ class DatasetShards:
         return EarlyShardReader(ranged, lambda: self._locator.is_ready(shard), lambda: self._open_whole(shard),
                                 budget=max(2, int(blocks)), on_whole=lambda w: ranged.check_against(w.path))
 
-    def _open_whole(self, shard: int) -> Any:
+    def _open_whole(self, shard: int) -> SampleReader:
         self._opened_whole = True
         self._opening.add(shard)  # not evicted between being made local and being mapped
         try:
-            return self._readers.open(shard)
+            with lending(self._policy.lend_reader_core):
+                return self._readers.open(shard, self._policy.mapped)
         finally:
             self._opening.discard(shard)
 

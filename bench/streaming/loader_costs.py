@@ -72,7 +72,7 @@ def preadv_only(src: str, batch: int) -> None:
 
 def maker_alone(src: str, batch: int) -> None:
     shards, indices, readers = epoch_rows(src, batch)
-    maker = batch_reads.WorkerBatches(batch, False, None, reads_rows=True)
+    maker = batch_reads.WorkerBatches(batch, False, None)
     private = {}
 
     def reserve(columns):
@@ -85,7 +85,7 @@ def maker_alone(src: str, batch: int) -> None:
         for _ in range(3):
             t0 = time.perf_counter()
             for b in range(0, len(shards) - batch + 1, batch):
-                assert maker.make(shards[b:b + batch], indices[b:b + batch], readers, None) is not None
+                assert maker.make(shards[b:b + batch], indices[b:b + batch], readers, None, True) is not None
             best = min(best, (time.perf_counter() - t0) / (len(shards) // batch * batch) * 1e6)
     finally:
         batch_ring.reserve = real

@@ -6,10 +6,10 @@ kernel file lock dies with its process, so a SIGKILL at any point leaves nothing
 hand; stale temporary files are removed by the next download of the same shard.
 """
 
-from .decompress_slot import lend_reader_core
+from .decompress_slot import lending
 from .evict import Evictor, check_cache_limit, parse_bytes
 from .prefetch import Prefetcher
 from .schedule import UseSchedule
 from .shards import ShardCache
 
-__all__ = ["Evictor", "Prefetcher", "check_cache_limit", "ShardCache", "UseSchedule", "lend_reader_core", "parse_bytes"]
+__all__ = ["Evictor", "Prefetcher", "check_cache_limit", "ShardCache", "UseSchedule", "lending", "parse_bytes"]

@@ -11,9 +11,11 @@ decompression (a shard it makes itself) never waits for a prefetch thread's, and
 is blocked on a shard another thread or process makes (`reader_blocked`) one more prefetch thread
 decompresses. Either way two decompressions run at once, never more (the first samples of a
 shuffle that mixes shards need every shard at once: 3 zstd shards of 64 MB took 68 ms one by one).
-Lent only by a process that is the node's only reader (`lend_reader_core`): DataLoader workers
-and ranks on one node each block in turn, and lending there would run more decompressions than
-the node has cores.
+Lent only by the node's only reader (ReadPolicy.lend_reader_core): DataLoader workers and ranks
+on one node each block in turn, and lending there would run more decompressions than the node has
+cores. The decision is an iteration's, not the process's: its shard source enters the slot inside
+`lending(policy.lend_reader_core)` (a per-thread setting for the length of one call), so two
+datasets iterated in one process each keep their own.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import threading
 from typing import Iterator
 
 _priority = threading.local()
+_lending = threading.local()
 _arrival = itertools.count()
 READER_PRIORITY = -1
 
@@ -44,17 +47,33 @@ def decompress_priority(rank: int, queued: threading.Event | None = None) -> Ite
             queued.set()
 
 
+@contextlib.contextmanager
+def lending(lend: bool) -> Iterator[None]:
+    """Decompressions this thread waits for inside the block follow `lend` (ReadPolicy.lend_reader_core)."""
+    before = getattr(_lending, "lend", None)
+    _lending.lend = lend
+    try:
+        yield
+    finally:
+        _lending.lend = before
+
+
 class DecompressSlot:
-    def __init__(self) -> None:
+    def __init__(self, lend_reader_core: bool = False) -> None:
         self._cond = threading.Condition()
         self._owners: dict[int, int] = {}  # thread -> depth of its reentrant holds
         self._reader_owners: set[int] = set()  # of them, reader threads (no decompress_priority)
         self._waiting: list[tuple[int, int]] = []  # heap of (priority, arrival)
         self._readers_blocked = 0
-        self.lend_reader_core = False
+        self.lend_reader_core = lend_reader_core  # for a thread outside `lending` (random access)
 
-    def _fits(self, reader: bool) -> bool:
-        if not self.lend_reader_core:
+    def lends(self) -> bool:
+        """Whether a decompression this thread waits for now may use the reader's core."""
+        lend = getattr(_lending, "lend", None)
+        return self.lend_reader_core if lend is None else lend
+
+    def _fits(self, reader: bool, lend: bool) -> bool:
+        if not lend:
             return not self._owners
         if reader:  # on its own core
             return not self._reader_owners
@@ -68,12 +87,12 @@ class DecompressSlot:
                 self._owners[me] += 1
                 return
             ticket = (getattr(_priority, "rank", READER_PRIORITY), next(_arrival))
-            reader = ticket[0] == READER_PRIORITY
+            reader, lend = ticket[0] == READER_PRIORITY, self.lends()
             heapq.heappush(self._waiting, ticket)
             queued = getattr(_priority, "queued", None)
             if queued is not None:
                 queued.set()
-            while self._waiting[0] != ticket or not self._fits(reader):
+            while self._waiting[0] != ticket or not self._fits(reader, lend):
                 self._cond.wait()
             heapq.heappop(self._waiting)
             self._owners[me] = 1
@@ -108,11 +127,6 @@ class DecompressSlot:
 
 
 SLOT = DecompressSlot()
-
-
-def lend_reader_core(lend: bool) -> None:
-    """Whether this process's reader lends its core while it does not read: set per iteration."""
-    SLOT.lend_reader_core = lend
 
 
 def _fresh_slot() -> None:  # a fork copies the slot as held by threads that are gone

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from foundry.streaming.format.contract import SampleReader
-from foundry.streaming.iterator import EpochPlan, iterate
+from foundry.streaming.iterator import iterate
+from foundry.streaming.plan.iteration import EpochPlan, ReadPolicy
 
 
 class FakeShards:
@@ -69,7 +70,7 @@ def test_yields_the_plan_in_order_and_opens_each_shard_once(prefetch):
     source = FakeShards({k: [f"s{k * per + j}" for j in range(per)] for k in range(6)})
     rng = np.random.default_rng(0)
     order = np.concatenate([rng.permutation(np.arange(b, b + 10)) for b in range(0, 30, 10)])
-    got = list(iterate(_plan(order, per, prefetch=prefetch, threads=2), source))
+    got = list(iterate(_plan(order, per, prefetch=prefetch, threads=2), source, ReadPolicy()))
     assert got == [f"s{i}" for i in order]
     assert sorted(source.opened) == list(range(6))  # once each, in first-use order
     assert source.opened == list(dict.fromkeys((order // per).tolist()))
@@ -83,14 +84,14 @@ def test_yields_the_plan_in_order_and_opens_each_shard_once(prefetch):
 
 def test_closing_the_iterator_early_closes_its_readers():
     source = FakeShards({k: list(range(4)) for k in range(4)})
-    it = iterate(_plan(np.arange(16), 4, prefetch=True), source)
+    it = iterate(_plan(np.arange(16), 4, prefetch=True), source, ReadPolicy())
     assert [next(it) for _ in range(6)] == [0, 1, 2, 3, 0, 1]
     it.close()
     assert not source.open_now
 
 
 def test_empty_plan_yields_nothing():
-    assert list(iterate(_plan(np.zeros(0, dtype=np.int64), 4, prefetch=True), FakeShards({}))) == []
+    assert list(iterate(_plan(np.zeros(0, dtype=np.int64), 4, prefetch=True), FakeShards({}), ReadPolicy())) == []
 
 
 def test_a_plan_on_this_machine_prefetches_only_once_the_first_sample_is_out():
@@ -103,7 +104,7 @@ def test_a_plan_on_this_machine_prefetches_only_once_the_first_sample_is_out():
         fetched.set()
 
     source.ensure = ensure
-    it = iterate(_plan(np.arange(16), 4, prefetch=True, prefetch_after_first=True), source)
+    it = iterate(_plan(np.arange(16), 4, prefetch=True), source, ReadPolicy(prefetch_after_first=True))
     assert next(it) == 0
     assert not fetched.wait(0.2) and source.ensured == []  # not while the first sample was made
     assert next(it) == 1
