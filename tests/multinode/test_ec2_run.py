@@ -1,0 +1,96 @@
+"""The ec2 provider with the job really running: moto's EC2 server (tests/support/moto_ec2.py) makes
+the instances, and each one's address is put on a network-namespace node running sshd the moment
+moto says it runs (tests/support/ec2_nodes.py: the test plays the cloud's part, the provider is not
+told). Through the CLI and a run YAML: `foundry run` -> 2 instances launched and tagged -> SSH
+answers on the addresses moto gave -> the ssh provider runs the job on both nodes (data and
+checkpoints in the S3 server) -> it completes -> the instances are terminated (moto says so) and the
+ledger holds nothing live. Prints the time from `foundry run` to the first training step."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.ec2_nodes import S3_ENDPOINT, InstanceAddresses, ec2_dataset_fixture, ec2_nodes_fixture  # noqa: F401  (fixtures)
+from support.moto_ec2 import REGION, ec2_api_fixture, moto_server_fixture  # noqa: F401  (fixtures)
+from support.multinode import JOB, ended, ended_how, foundry, steps, wait_for, wait_status
+
+pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
+
+
+def ec2_spec(path: Path, name: str, cluster: str, nodes: int, gpus: int, data: dict, root: Path, **env: str) -> Path:
+    spec = {"name": name, "command": [JOB], "compute": {"cluster": cluster, "nodes": nodes, "gpus": gpus},
+            "secrets": ["s3"],
+            "env_variables": {"DATA_URL": data["url"], "SAVE_URL": f"s3://{data['bucket']}/ckpt/{{run_name}}",
+                              "STEPS": "12", "GLOBAL_BATCH": "12", "NODE_LOCAL_ROOT": str(root),
+                              "OMP_NUM_THREADS": "1", **env}}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def add_s3_secret(s3_server) -> None:
+    foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
+            s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
+
+
+def add_ec2_cluster(name: str, nodes, addresses: InstanceAddresses, api, tmp_path: Path) -> None:
+    """`foundry create secret ssh` (the nodes' key) and `foundry create cluster NAME --provider ec2`."""
+    if "ec2-key" not in foundry("get", "secrets"):
+        foundry("create", "secret", "ssh", "ec2-key", "--private-key", str(nodes.key))
+    options = [f"region={REGION}", "instance_type=g5.xlarge", f"image={api.image()}", f"subnet={addresses.subnet}",
+               "secret=ec2-key", "ssh_user=root", f"python={sys.executable}", "connect_timeout=5", "ssh_wait_s=120",
+               f"remote_dir={tmp_path / 'remote' / '{host}'}"]
+    foundry("create", "cluster", name, "--provider", "ec2", *[a for o in options for a in ("-o", o)])
+
+
+def ledger(home: Path, cluster: str) -> list[dict]:
+    folder = home / "cluster-state" / cluster / "instances"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2_nodes, ec2_dataset, ec2_api,
+                                                                             s3_server, tmp_path):
+    addresses = InstanceAddresses(ec2_api, ec2_nodes).start()
+    try:
+        add_s3_secret(s3_server)
+        add_ec2_cluster("aws", ec2_nodes, addresses, ec2_api, tmp_path)
+        home = tmp_path / "foundry-home"
+        run_dir = home / "runs" / "on-ec2"
+        spec = ec2_spec(tmp_path / "run.yaml", "on-ec2", "aws", 2, 2, ec2_dataset, ec2_nodes.root)
+        t0 = time.monotonic()
+        foundry("run", "-f", str(spec), timeout=300)
+        launched_s = time.monotonic() - t0
+        wait_for(lambda: steps(run_dir) or ended(json.loads(foundry("describe", "run", "on-ec2", "--json"))),
+                 timeout=300, poll=0.2, what="the first training step")
+        first_step_s = time.monotonic() - t0
+
+        made = [i for r in ec2_api.client().describe_instances()["Reservations"] for i in r["Instances"]]
+        assert len(made) == 2 and {i["InstanceType"] for i in made} == {"g5.xlarge"}
+        for inst in made:
+            tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+            assert tags["foundry-run"] == "on-ec2" and tags["foundry-resumption"] == "0"
+            assert tags["foundry-cluster"] == "aws" and tags["foundry-token"]
+        assert sorted(node for _, _, node in addresses.history) == [1, 2]   # one node per instance
+
+        run = wait_status("on-ec2", ended, timeout=400)
+        assert run["status"] == "completed", ended_how("on-ec2", run)
+        assert sorted(steps(run_dir)) == list(range(1, 13))
+        hosts = {line.split("host=")[1].split()[0] for line in foundry("logs", "on-ec2").splitlines()
+                 if "rank-env host=" in line}
+        assert hosts == {"mne1", "mne2"}                      # trained on both nodes
+        ids = [i["InstanceId"] for i in made]
+        states = {i["InstanceId"]: i["State"]["Name"] for r in ec2_api.client().describe_instances(
+            InstanceIds=ids)["Reservations"] for i in r["Instances"]}
+        assert set(states.values()) == {"terminated"}, states  # moto says so
+        assert [r["state"] for r in ledger(home, "aws")] == ["terminated"]
+        assert json.loads(foundry("get", "instances", "--json")) == []
+        assert ec2_api.live_instances() == []
+        print(f"\nec2 (moto + namespace nodes): foundry run returned (instances up, SSH answered, job started) "
+              f"{launched_s:.1f} s; first training step {first_step_s:.1f} s after `foundry run`")
+    finally:
+        addresses.stop()
