@@ -63,7 +63,10 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
         run_dir = home / "runs" / "on-ec2"
         spec = ec2_spec(tmp_path / "run.yaml", "on-ec2", "aws", 2, 2, ec2_dataset, ec2_nodes.root)
         t0 = time.monotonic()
-        foundry("run", "-f", str(spec), timeout=300)
+        try:
+            foundry("run", "-f", str(spec), timeout=300)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nplaced: {addresses.history}; errors: {addresses.errors}") from None
         launched_s = time.monotonic() - t0
         wait_for(lambda: steps(run_dir) or ended(json.loads(foundry("describe", "run", "on-ec2", "--json"))),
                  timeout=300, poll=0.2, what="the first training step")
@@ -75,7 +78,7 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
             tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
             assert tags["foundry-run"] == "on-ec2" and tags["foundry-resumption"] == "0"
             assert tags["foundry-cluster"] == "aws" and tags["foundry-token"]
-        assert sorted(node for _, _, node in addresses.history) == [1, 2]   # one node per instance
+        assert sorted(node for _, _, node in addresses.history) == [1, 2], addresses.errors   # one node each
 
         run = wait_status("on-ec2", ended, timeout=400)
         assert run["status"] == "completed", ended_how("on-ec2", run)

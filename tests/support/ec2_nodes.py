@@ -5,8 +5,8 @@ again when moto says it is terminated. The test plays the cloud's part (a machin
 address the API reported); the ec2 provider is not changed or told anything: it asks moto, waits for
 SSH on the address moto gave, and hands it to the ssh provider as it would on AWS.
 
-- `ec2_nodes` (module scope): 2 nodes `mne1..2` on 10.223.0.0/24 with sshd (the session's key pair
-  in authorized_keys) and the session's S3 server forwarded to http://10.223.0.254:24334 (reachable
+- `ec2_nodes` (module scope): 2 nodes `mne1..2` on 10.223.0.0/24 with sshd listening on any address
+  of the node (MN_SSH_ANY_ADDRESS=1; the session's key pair in authorized_keys) and the session's S3 server forwarded to http://10.223.0.254:24334 (reachable
   from the nodes and from this machine alike, so one run YAML serves every cluster).
 - `InstanceAddresses(api, nodes).start()`: a moto VPC + subnet inside that /24 (no public IPs, so
   the instances' addresses are the private ones), and the thread that maps them onto the nodes.
@@ -45,7 +45,7 @@ def ec2_nodes_fixture(tmp_path_factory, s3_server):
     settings = {"MN_NODES": "2", "MN_NS_PREFIX": "mne", "MN_NET": NET, "MN_BRIDGE": "mnebr",
                 "MN_VETH_PREFIX": "mnev", "MN_TAP_PREFIX": "mnew", "MN_ROOT": str(base / "root"),
                 "MN_RUN": "/run/foundry-mne", "MN_SLURM": "0", "MN_S3": "forward", "MN_S3_PORT": str(S3_PORT),
-                "MN_S3_FORWARD_TO": f"127.0.0.1:{port}", "MN_SSHD": "1",
+                "MN_S3_FORWARD_TO": f"127.0.0.1:{port}", "MN_SSHD": "1", "MN_SSH_ANY_ADDRESS": "1",
                 "MN_SSH_AUTHORIZED_KEYS": str(base / "authorized_keys"), "MN_PY": sys.executable}
     nodes = Fleet(2, base / "root", key, settings)
     nodes.script("down.sh", check=False, timeout=60)   # a killed session's leftovers
@@ -65,6 +65,7 @@ class InstanceAddresses:
         self.api, self.nodes = api, nodes
         self.placed: dict[str, tuple[str, int]] = {}      # instance id -> (address, node)
         self.history: list[tuple[str, str, int]] = []     # (instance id, address, node), in order
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="moto-addresses", daemon=True)
         client = api.client()
@@ -83,7 +84,10 @@ class InstanceAddresses:
 
     def _ip(self, node: int, *args: str) -> None:
         ns = f"{self.nodes.settings['MN_NS_PREFIX']}{node}"
-        subprocess.run(["ip", "-n", ns, "addr", *args, "dev", "eth0"], check=False, capture_output=True, timeout=30)
+        proc = subprocess.run(["ip", "-n", ns, "addr", *args, "dev", "eth0"], capture_output=True, text=True,
+                              timeout=30)
+        if proc.returncode != 0:
+            self.errors.append(f"ip -n {ns} addr {' '.join(args)}: {proc.stderr.strip()}")
 
     def _unplace(self, instance: str) -> None:
         addr, node = self.placed.pop(instance)

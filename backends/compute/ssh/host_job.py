@@ -33,10 +33,13 @@ from .remote import signal_ranks
 
 
 def torchrun_argv(job: dict, job_dir: Path, python: str) -> list[str]:
-    """This host's torchrun: one agent per host, c10d rendezvous on the first host."""
+    """This host's torchrun: one agent per host, c10d rendezvous on the first host. The first host is
+    told it hosts the store (is_host): torch's own guess compares the endpoint with the addresses its
+    hostname resolves to, which misses a cloud instance reached through its public (NATed) address."""
     wrapper = [python, "-u", "-m", "foundry.backends.compute.local_rank", str(job_dir), "--", *job["command"]]
     return [python, "-c", TORCHRUN, f"--nnodes={job['nnodes']}", f"--nproc_per_node={job['nprocs']}",
             "--rdzv_backend=c10d", f"--rdzv_endpoint={job['rdzv_endpoint']}", f"--rdzv_id={job['job_id']}",
+            f"--rdzv_conf=is_host={1 if job.get('node', 0) == 0 else 0}",
             "--max-restarts=0", f"--log-dir={job_dir / 'torchelastic'}", "--no-python", *wrapper]
 
 

@@ -5,7 +5,8 @@
 # Each node has its own host key ($MN_ROOT/NODE/ssh/), so pinning a host's key means something; logins
 # are key-only (root allowed, keys from $MN_SSH_AUTHORIZED_KEYS). Sessions run in the node's network,
 # UTS and mount namespaces (mn_exec), so `hostname` and /etc/hosts are the node's. node.sh kill stops
-# a node's sshd with everything else in it.
+# a node's sshd with everything else in it. MN_SSH_ANY_ADDRESS=1: listen on every address of the node's
+# namespace (tests that add an address to a node later: an emulated cloud instance's, tests/support/ec2_nodes.py).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cmd=${1:?start|stop}
@@ -23,7 +24,7 @@ start)
     mkdir -p "$d"; chmod 0700 "$d"
     [[ -s $d/host_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C "$ns" -f "$d/host_ed25519"
     cat >"$d/sshd_config" <<CONF
-ListenAddress $(mn_ip "$i")
+ListenAddress $([[ ${MN_SSH_ANY_ADDRESS:-0} == 1 ]] && echo 0.0.0.0 || mn_ip "$i")
 Port 22
 HostKey $d/host_ed25519
 PidFile $pf

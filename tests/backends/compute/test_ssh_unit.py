@@ -207,6 +207,9 @@ def test_capacity_is_hosts_times_gpus_per_host(tmp_path):
 def test_torchrun_argv_joins_the_rendezvous():
     job = {"job_id": "ssh-ab", "nnodes": 2, "nprocs": 4, "rdzv_endpoint": "10.0.0.1:29500", "command": ["py", "t.py"]}
     argv = torchrun_argv(job, Path("/j"), "/venv/bin/python")
+    # the first host hosts the store whatever its hostname resolves to (a NATed public address); the others join
+    assert "--rdzv_conf=is_host=1" in torchrun_argv({**job, "node": 0}, Path("/j"), "py")
+    assert "--rdzv_conf=is_host=0" in torchrun_argv({**job, "node": 1}, Path("/j"), "py")
     assert argv[:2] == ["/venv/bin/python", "-c"]
     assert {"--nnodes=2", "--nproc_per_node=4", "--rdzv_endpoint=10.0.0.1:29500", "--rdzv_id=ssh-ab",
             "--max-restarts=0"} <= set(argv)
