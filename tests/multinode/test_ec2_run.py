@@ -71,6 +71,9 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
         wait_for(lambda: steps(run_dir) or ended(json.loads(foundry("describe", "run", "on-ec2", "--json"))),
                  timeout=300, poll=0.2, what="the first training step")
         first_step_s = time.monotonic() - t0
+        # the logs are read over SSH from the instances: while they run (terminated, they are gone)
+        early_log = foundry("logs", "on-ec2")
+        hosts = {line.split("host=")[1].split()[0] for line in early_log.splitlines() if "rank-env host=" in line}
 
         made = [i for r in ec2_api.client().describe_instances()["Reservations"] for i in r["Instances"]]
         assert len(made) == 2 and {i["InstanceType"] for i in made} == {"g5.xlarge"}
@@ -83,9 +86,8 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
         run = wait_status("on-ec2", ended, timeout=400)
         assert run["status"] == "completed", ended_how("on-ec2", run)
         assert sorted(steps(run_dir)) == list(range(1, 13))
-        hosts = {line.split("host=")[1].split()[0] for line in foundry("logs", "on-ec2").splitlines()
-                 if "rank-env host=" in line}
-        assert hosts == {"mne1", "mne2"}                      # trained on both nodes
+        assert hosts == {"mne1", "mne2"}, early_log[-3000:]   # trained on both nodes
+        assert all((ec2_nodes.root / h / "local" / "cache-on-ec2").is_dir() for h in hosts)   # their shard caches
         ids = [i["InstanceId"] for i in made]
         states = {i["InstanceId"]: i["State"]["Name"] for r in ec2_api.client().describe_instances(
             InstanceIds=ids)["Reservations"] for i in r["Instances"]}
