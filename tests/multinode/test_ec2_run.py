@@ -9,43 +9,16 @@ ledger holds nothing live. Prints the time from `foundry run` to the first train
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
-
-from support.ec2_nodes import S3_ENDPOINT, InstanceAddresses, ec2_dataset_fixture, ec2_nodes_fixture  # noqa: F401  (fixtures)
-from support.moto_ec2 import REGION, ec2_api_fixture, moto_server_fixture  # noqa: F401  (fixtures)
-from support.multinode import JOB, ended, ended_how, foundry, steps, wait_for, wait_status
+from support.ec2_nodes import (  # noqa: F401  (fixtures)
+    InstanceAddresses, add_ec2_cluster, add_s3_secret, ec2_dataset_fixture, ec2_nodes_fixture, ec2_spec)
+from support.moto_ec2 import ec2_api_fixture, moto_server_fixture  # noqa: F401  (fixtures)
+from support.multinode import ended, ended_how, foundry, steps, wait_for, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
-
-
-def ec2_spec(path: Path, name: str, cluster: str, nodes: int, gpus: int, data: dict, root: Path, **env: str) -> Path:
-    spec = {"name": name, "command": [JOB], "compute": {"cluster": cluster, "nodes": nodes, "gpus": gpus},
-            "secrets": ["s3"],
-            "env_variables": {"DATA_URL": data["url"], "SAVE_URL": f"s3://{data['bucket']}/ckpt/{{run_name}}",
-                              "STEPS": "12", "GLOBAL_BATCH": "12", "NODE_LOCAL_ROOT": str(root),
-                              "OMP_NUM_THREADS": "1", **env}}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
-def add_s3_secret(s3_server) -> None:
-    foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
-            s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
-
-
-def add_ec2_cluster(name: str, nodes, addresses: InstanceAddresses, api, tmp_path: Path) -> None:
-    """`foundry create secret ssh` (the nodes' key) and `foundry create cluster NAME --provider ec2`."""
-    if "ec2-key" not in foundry("get", "secrets"):
-        foundry("create", "secret", "ssh", "ec2-key", "--private-key", str(nodes.key))
-    options = [f"region={REGION}", "instance_type=g5.xlarge", f"image={api.image()}", f"subnet={addresses.subnet}",
-               "secret=ec2-key", "ssh_user=root", f"python={sys.executable}", "connect_timeout=5", "ssh_wait_s=120",
-               f"remote_dir={tmp_path / 'remote' / '{host}'}"]
-    foundry("create", "cluster", name, "--provider", "ec2", *[a for o in options for a in ("-o", o)])
 
 
 def ledger(home: Path, cluster: str) -> list[dict]:

@@ -21,8 +21,10 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
-from support.multinode import _skip, missing_requirements
+from support.moto_ec2 import REGION
+from support.multinode import JOB, _skip, foundry, missing_requirements
 from support.ssh_fleet import Fleet
 
 NET = "10.223.0"
@@ -127,3 +129,29 @@ def ec2_dataset_fixture(s3_server) -> dict:
     subprocess.run([sys.executable, "-c", code, str(examples), f"s3://{bucket}/data"], check=True,
                    env={**os.environ, **s3_server.env()}, timeout=120)
     return {"bucket": bucket, "url": f"s3://{bucket}/data"}
+
+
+# ---- the clusters, the secret and the run YAML, as a user would type them
+def ec2_spec(path: Path, name: str, cluster: str, nodes: int, gpus: int, data: dict, root: Path, **env: str) -> Path:
+    spec = {"name": name, "command": [JOB], "compute": {"cluster": cluster, "nodes": nodes, "gpus": gpus},
+            "secrets": ["s3"],
+            "env_variables": {"DATA_URL": data["url"], "SAVE_URL": f"s3://{data['bucket']}/ckpt/{{run_name}}",
+                              "STEPS": "12", "GLOBAL_BATCH": "12", "NODE_LOCAL_ROOT": str(root),
+                              "OMP_NUM_THREADS": "1", **env}}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def add_s3_secret(s3_server) -> None:
+    foundry("create", "secret", "s3", "s3", "--access-key-id", s3_server.access_key, "--secret-access-key",
+            s3_server.secret_key, "--endpoint", S3_ENDPOINT, "--region", s3_server.region)
+
+
+def add_ec2_cluster(name: str, nodes, addresses: InstanceAddresses, api, tmp_path: Path) -> None:
+    """`foundry create secret ssh` (the nodes' key) and `foundry create cluster NAME --provider ec2`."""
+    if "ec2-key" not in foundry("get", "secrets"):
+        foundry("create", "secret", "ssh", "ec2-key", "--private-key", str(nodes.key))
+    options = [f"region={REGION}", "instance_type=g5.xlarge", f"image={api.image()}", f"subnet={addresses.subnet}",
+               "secret=ec2-key", "ssh_user=root", f"python={sys.executable}", "connect_timeout=5", "ssh_wait_s=120",
+               f"remote_dir={tmp_path / 'remote' / '{host}'}"]
+    foundry("create", "cluster", name, "--provider", "ec2", *[a for o in options for a in ("-o", o)])
