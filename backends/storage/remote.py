@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from foundry.plugins.part_digests import current_digests
 from foundry.plugins.storage import (
     BaseObjectStore, Listing, ObjectInfo, ProgressCallback, check_key, folder_prefix, join_key,
 )
@@ -38,6 +39,10 @@ class RemoteStore(BaseObjectStore):
         if size > self.transfer.threshold:
             return False
         data = Path(path).read_bytes()
+        digests = current_digests()
+        if digests is not None:  # one part: its md5 is the object's plain ETag
+            digests.begin()
+            digests.feed(0, data)
         self.put(key, data)
         if progress:
             progress(len(data))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from foundry.plugins.errors import ConfigError
+from foundry.plugins.part_digests import PartDigests, current_digests
 from foundry.plugins.retry import RetryPolicy
 from foundry.plugins.storage import ProgressCallback, atomic_destination
 
@@ -47,6 +48,13 @@ class TransferConfig:
     def part_size_for(self, size: int) -> int:
         """The part size to use for an object of `size` bytes (never more than MAX_PARTS parts)."""
         return max(self.part_size, math.ceil(size / MAX_PARTS))
+
+
+def _begin_digests() -> PartDigests | None:
+    digests = current_digests()
+    if digests is not None:
+        digests.begin()
+    return digests
 
 
 def retry_policy_from(options: dict[str, Any]) -> RetryPolicy:
@@ -108,15 +116,23 @@ def parallel_download(
     """Download `size` bytes with `fetch(start, end)` into `path` atomically, parts in parallel;
     with a `gate`, each part holds one of its slots, in line by (`ticket`, offset)."""
     report = locked_progress(progress)
+    digests = _begin_digests()
     with atomic_destination(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY)
         try:
             os.ftruncate(fd, size)
 
             def one(byte_range: tuple[int, int]) -> None:
-                with gate.slot(ticket, byte_range[0]) if gate else contextlib.nullcontext():
-                    data = fetch(*byte_range)
-                os.pwrite(fd, data, byte_range[0])
+                try:
+                    with gate.slot(ticket, byte_range[0]) if gate else contextlib.nullcontext():
+                        data = fetch(*byte_range)
+                    os.pwrite(fd, data, byte_range[0])
+                    if digests is not None:
+                        digests.feed(byte_range[0], data)
+                except BaseException:
+                    if digests is not None:
+                        digests.fail()
+                    raise
                 if report:
                     report(len(data))
 
@@ -141,14 +157,23 @@ def parallel_upload_parts(
     """
     report = locked_progress(progress)
     ranges = part_ranges(size, config.part_size_for(size))
+    digests = _begin_digests()
     fd = os.open(path, os.O_RDONLY)
     try:
 
         def one(numbered: tuple[int, tuple[int, int]]) -> Any:
             number, (start, end) = numbered
-            data = os.pread(fd, end - start, start)
-            if len(data) != end - start:
-                raise ConfigError(f"{path} changed size during the upload", hint="upload a file that is not being written")
+            try:
+                data = os.pread(fd, end - start, start)
+                if len(data) != end - start:
+                    raise ConfigError(f"{path} changed size during the upload",
+                                      hint="upload a file that is not being written")
+                if digests is not None:  # hashed before it is sent: the digests describe the bytes uploaded
+                    digests.feed(start, data)
+            except BaseException:
+                if digests is not None:
+                    digests.fail()
+                raise
             result = upload(number, data)
             if report:
                 report(len(data))

@@ -3,7 +3,7 @@
 step, so the first save stalls no longer than the next ones) and hands it to a background thread
 started ahead (a queue put, not a thread start), which does everything else: gathers the ranks'
 RNG/data state and, for the full layout, the FSDP shards (over its own gloo group), serializes
-(torch.save / DCP), hashes, uploads, verifies and publishes.
+(torch.save / DCP), uploads (hashing each file in the upload's own pass), verifies and publishes.
 
 Memory is bounded: at most one checkpoint is in flight. When the next one is due while the
 previous is still uploading, `save` first waits for the previous one to be published (training
@@ -30,7 +30,7 @@ import torch
 from foundry.plugins.errors import CheckpointError
 
 from . import store_ops
-from .format import Manifest, checkpoint_name, digest_file
+from .format import Manifest, checkpoint_name
 from .state import gather_full
 
 
@@ -142,11 +142,9 @@ class CheckpointSaver:
         staging.mkdir(parents=True, exist_ok=True)
         files = []
         for fname, obj in (("state.pt", state), ("extra.pt", extra)):
-            path = staging / fname
-            torch.save(obj, path)
-            files.append((path, digest_file(path)))
-        store_ops.upload_files(self.store, staging.name, files)
-        return files
+            torch.save(obj, staging / fname)
+            files.append((staging / fname, fname))
+        return store_ops.upload_files(self.store, staging.name, files)  # hashed as they are sent
 
     def _write_sharded(self, staging: Path, state: dict, extra: dict):
         import torch.distributed as dist
@@ -162,12 +160,11 @@ class CheckpointSaver:
             if alone:
                 warnings.filterwarnings("ignore", message="torch.distributed is disabled")
             dcp.save(state, checkpoint_id=str(rank_dir), process_group=self.ckpt_group, no_dist=alone)
-        files = [(p, digest_file(p)) for p in sorted(rank_dir.iterdir()) if p.is_file()]
+        local = [(p, p.name) for p in sorted(rank_dir.iterdir()) if p.is_file()]
         if self.rank == 0:
-            path = staging / "extra.pt"
-            torch.save(extra, path)
-            files.append((path, digest_file(path)))
-        store_ops.upload_files(self.store, staging.name, files)
+            torch.save(extra, staging / "extra.pt")
+            local.append((staging / "extra.pt", "extra.pt"))
+        files = store_ops.upload_files(self.store, staging.name, local)  # hashed as they are sent
         if self.world_size > 1 and dist.is_initialized():
             gathered: list = [None] * self.world_size
             dist.all_gather_object(gathered, files, group=self.ckpt_group)

@@ -1,8 +1,8 @@
 """Checkpoints in an ObjectStore: upload + verify + publish, list, verify-download, prune.
 
 Publishing order (why `latest` never points at a partial checkpoint): upload every data file,
-verify each in the store (size from `head`; checksum from the store's MD5 ETag when it has a plain
-one, otherwise by reading the object back), then the manifest (verified the same way), and only
+hashing it as it is sent, verify each in the store (size from `head`; checksum from the store's
+ETag: the file's md5, or the md5 of the parts' md5s sent; otherwise by reading the object back), then the manifest (verified the same way), and only
 then the small `latest` pointer, in one atomic put. A kill before the pointer leaves `latest` on the
 previous checkpoint; loading re-checks every file's sha256 and falls back to older complete ones.
 """
@@ -16,55 +16,39 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.plugins.errors import CheckpointError, ObjectNotFoundError, StorageError
+from foundry.plugins.part_digests import digesting
 
 from .format import LATEST, MANIFEST, FileEntry, Manifest, digest_file, parse_name, parse_pointer, pointer_bytes
 
 log = logging.getLogger("foundry.trainer.checkpoint")
 
 
-def upload_files(store, name: str, local_files: list[tuple[Path, FileEntry]]) -> list[str]:
-    """Upload and verify each file (see verify_object: against the local file, no read-back when
-    the store's ETag can be recomputed from it); returns the keys verified, for `publish`."""
-    for path, entry in local_files:
-        store.put_file(f"{name}/{entry.key}", path)
-        verify_object(store, f"{name}/{entry.key}", entry, local=path)
-    return [entry.key for _, entry in local_files]
+def upload_files(store, name: str, local_files: list[tuple[Path, str]]) -> list[tuple[Path, FileEntry]]:
+    """Upload each (local file, key), hashing it in the upload's own pass over the file
+    (plugins/part_digests.py), and verify it in the store (verify_object); returns the manifest
+    entries, every one verified (for `publish`). A store whose transfer hashes nothing (a local
+    folder) gets the file hashed here, once."""
+    out = []
+    for path, key in local_files:
+        with digesting(part_md5=True) as digests:
+            store.put_file(f"{name}/{key}", path)
+        size = path.stat().st_size
+        if digests.size == size:
+            # md5 of the whole file only where a store compares it: an object sent in one request
+            md5 = digests.multipart_etag() if len(digests.part_md5s) == 1 else ""
+            entry, parts_etag = FileEntry(key, size, digests.sha256, md5), digests.multipart_etag()
+        else:
+            entry, parts_etag = digest_file(path, key), None
+        verify_object(store, f"{name}/{key}", entry, parts_etag=parts_etag)
+        out.append((path, entry))
+    return out
 
 
-def multipart_etag(path: Path, size: int, part_size: int) -> tuple[str, str]:
-    """(S3's ETag of a multipart upload of `path` in `part_size` parts: md5 of the parts' md5s
-    and "-N"; the md5 of the whole file), in one read."""
-    digests, whole = [], hashlib.md5()
-    with open(path, "rb") as f:
-        for _ in range(0, size, part_size):
-            part, left = hashlib.md5(), part_size
-            while left and (chunk := f.read(min(left, 4 << 20))):
-                part.update(chunk)
-                whole.update(chunk)
-                left -= len(chunk)
-            digests.append(part.digest())
-    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}", whole.hexdigest()
-
-
-def _matches_local_parts(store, etag: str, entry: FileEntry, local: Path | None) -> bool:
-    """True when `etag` is the multipart ETag of `local` uploaded in the store's part size and
-    `local` is the file `entry` describes (same size and md5). Anything else (another store's
-    ETag kind, another part size, no local file): False, and the caller reads the object back."""
-    transfer = getattr(store, "transfer", None)
-    count = etag.rpartition("-")[2]
-    if local is None or transfer is None or not count.isdigit() or len(etag.partition("-")[0]) != 32:
-        return False
-    part_size = transfer.part_size_for(entry.size)
-    if int(count) != -(-entry.size // part_size) or not local.is_file() or local.stat().st_size != entry.size:
-        return False
-    parts, whole = multipart_etag(local, entry.size, part_size)
-    return parts == etag and whole == entry.md5  # and the local file is still what the manifest says
-
-
-def verify_object(store, key: str, entry: FileEntry, local: Path | None = None) -> None:
-    """Check the object at `key` is `entry`: its size, then its MD5 ETag; a multipart ETag is
-    recomputed from `local` (the file just uploaded) when there is one, else the object is read
-    back and its sha256 compared."""
+def verify_object(store, key: str, entry: FileEntry, parts_etag: str | None = None) -> None:
+    """Check the object at `key` is `entry`: its size, then its ETag: the md5 of the whole file
+    (`entry.md5`) for a plain one, `parts_etag` (what the upload computed from the parts it sent:
+    PartDigests.multipart_etag) for a multipart one; anything else (another store's ETag kind, no
+    digests) reads the object back and compares its sha256."""
     try:
         info = store.head(key)
     except ObjectNotFoundError:
@@ -72,11 +56,11 @@ def verify_object(store, key: str, entry: FileEntry, local: Path | None = None) 
     if info.size != entry.size:
         raise CheckpointError(f"checkpoint file {store.child_url(key)} has {info.size} bytes, expected {entry.size}")
     etag = (info.etag or "").strip('"').lower()
-    if len(etag) == 32 and "-" not in etag:
+    if len(etag) == 32 and "-" not in etag and entry.md5:
         if etag != entry.md5:
             raise CheckpointError(f"checkpoint file {store.child_url(key)} has the wrong checksum (md5)")
         return
-    if _matches_local_parts(store, etag, entry, local):
+    if parts_etag and etag == parts_etag:
         return
     with tempfile.TemporaryDirectory(prefix="foundry-verify-") as tmp:
         local = Path(tmp) / "obj"
@@ -156,11 +140,13 @@ def download_verified(store, name: str, dest: Path, expected_manifest_sha: str |
     for entry in manifest.files:
         path = dest / entry.key
         try:
-            store.get_file(f"{name}/{entry.key}", path)
+            with digesting() as digests:  # the sha256 of the bytes as they arrive, not a re-read
+                store.get_file(f"{name}/{entry.key}", path)
         except ObjectNotFoundError:
             raise CheckpointError(f"checkpoint file {store.child_url(name + '/' + entry.key)} is missing") from None
-        got = digest_file(path, entry.key, md5=False)
-        if (got.size, got.sha256) != (entry.size, entry.sha256):
+        size = path.stat().st_size
+        sha256 = digests.sha256 if digests.size == size else digest_file(path, entry.key, md5=False).sha256
+        if (size, sha256) != (entry.size, entry.sha256):
             raise CheckpointError(f"checkpoint file {store.child_url(name + '/' + entry.key)} is corrupt "
                                   "(size or sha256 differs from the manifest)")
     return manifest
