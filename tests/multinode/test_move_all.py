@@ -42,6 +42,7 @@ def pause(name: str, run_dir: Path, until_step: int) -> dict:
     foundry("stop", name, "--wait", timeout=300)
     run = wait_status(name, ended, timeout=300)
     assert run["status"] == "paused", ended_how(name, run)
+    assert max(steps(run_dir)) < 12, "the stop landed after the last step: nothing left to move"
     return run
 
 
@@ -59,13 +60,14 @@ def test_local_to_ssh_fleet_to_ec2_with_other_process_counts_same_losses(ec2_nod
                 "-o", "connect_timeout=5", "-o", f"remote_dir={tmp_path / 'remote' / '{host}'}")
         add_ec2_cluster("aws", ec2_nodes, addresses, ec2_api, tmp_path)
         run_dir = tmp_path / "foundry-home" / "runs" / "mover"
-        # a step every ~2 s: each `foundry` command takes a second or more on a busy 2-core box
-        spec = ec2_spec(tmp_path / "run.yaml", "mover", "local", 1, 1, ec2_dataset, ec2_nodes.root, STEP_DELAY="2.0",
+        # a step every ~4 s and a stop asked at the first new step of each resumption: a stop takes ~15 s
+        # here (each `foundry` command a second or more on a busy 2-core box), and 12 steps must cover 3 legs
+        spec = ec2_spec(tmp_path / "run.yaml", "mover", "local", 1, 1, ec2_dataset, ec2_nodes.root, STEP_DELAY="4.0",
                         SAVE_INTERVAL="1ba")
         foundry("run", "-f", str(spec))
-        pause("mover", run_dir, 3)
+        pause("mover", run_dir, 1)
         foundry("resume", "mover", "--cluster", "fleet", "--nodes", "2", "--gpus", "4")
-        pause("mover", run_dir, max(steps(run_dir)) + 2)
+        pause("mover", run_dir, max(steps(run_dir)) + 1)
         foundry("resume", "mover", "--cluster", "aws", "--nodes", "2", "--gpus", "2")
         run = wait_status("mover", ended, timeout=400)
         assert run["status"] == "completed", ended_how("mover", run)
