@@ -10,6 +10,7 @@ from typing import Any
 
 from foundry.plugins.errors import ConfigError
 
+from .checkpoint.upload_priority import check_priority
 from .time import Time, TimeUnit
 
 
@@ -33,6 +34,7 @@ class TrainerConfig:
     load_weights_only: bool = False
     autoresume: bool = False
     checkpoint_layout: str = "full"
+    checkpoint_upload_priority: str = "low"  # CPU priority of the background save: checkpoint/upload_priority.py
     eval_interval: str = "1ep"
     device: str = "auto"
     precision: str = "auto"  # bf16 on a capable GPU, fp32 on CPU (trainer/precision.py)
@@ -54,6 +56,7 @@ class TrainerConfig:
             self.check_duration()
         if self.checkpoint_layout not in ("full", "sharded"):
             raise ConfigError(f"unknown checkpoint_layout {self.checkpoint_layout!r}", hint="use full or sharded")
+        check_priority(self.checkpoint_upload_priority)
         if self.device_train_microbatch_size is not None:  # imported here: the config stays torch-free
             from .microbatch import check_microbatch_size
 

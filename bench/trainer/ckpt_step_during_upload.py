@@ -1,6 +1,6 @@
 """Training step time while a checkpoint uploads in the background vs without (issue 32).
 
-    .venv/bin/python bench/trainer/ckpt_step_during_upload.py [--width 2048] [--depth 8] [--steps 80]
+    .venv/bin/python bench/trainer/ckpt_step_during_upload.py [--width 2048] [--depth 8] [--steps 80] [--priority low]
 
 Starts SeaweedFS on loopback; one Trainer run on it saves every `--every` batches (~0.4 GB of MLP +
 AdamW state at the defaults) and records each step's time with whether a save was in flight
@@ -27,6 +27,7 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--steps", type=int, default=80)
     p.add_argument("--every", type=int, default=40)
+    p.add_argument("--priority", default="low", help="checkpoint_upload_priority: normal, low or idle")
     a = p.parse_args()
     sys.path.insert(0, str(HERE.parents[1] / "tests"))
     import torch
@@ -54,7 +55,7 @@ def main() -> None:
                     max_duration=f"{a.steps}ba", loss_fn=torch.nn.functional.mse_loss,
                     save_folder=f"s3://{server.create_bucket('step-bench')}/ckpt", save_interval=f"{a.every}ba",
                     device="cpu", run_dir=str(tmp / "run"), progress_bar=False, console_log_interval=10**9,
-                    callbacks=[Record()])
+                    callbacks=[Record()], checkpoint_upload_priority=a.priority)
         t.fit()
     finally:
         stop_seaweedfs(weed)
@@ -63,7 +64,7 @@ def main() -> None:
     busy, idle = steps[True], steps[False]
     params = sum(p.numel() for p in mlp(a.width, a.depth).parameters())
     print(f"MLP {params / 1e6:.0f}M params + AdamW ({params * 12 / 1e9:.2f} GB of state), batch 64, save every "
-          f"{a.every} steps; 1-min load average {min(loads):.1f}-{max(loads):.1f}")
+          f"{a.every} steps, upload priority {a.priority}; 1-min load average {min(loads):.1f}-{max(loads):.1f}")
     print(f"| steps | n | median step |\n|---|---|---|\n| no upload in flight | {len(idle)} | {med(idle) * 1e3:.0f} ms |")
     if busy:
         print(f"| upload in flight | {len(busy)} | {med(busy) * 1e3:.0f} ms ({med(busy) / med(idle):.2f}x) |")

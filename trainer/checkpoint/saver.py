@@ -32,11 +32,12 @@ from foundry.plugins.errors import CheckpointError
 from . import store_ops
 from .format import Manifest, checkpoint_name
 from .state import gather_full
+from .upload_priority import lower_this_thread
 
 
 class CheckpointSaver:
     def __init__(self, store, run_name: str, layout: str, rank: int, world_size: int, keep: int,
-                 staging_root: Path, keep_staging: bool, ckpt_group=None):
+                 staging_root: Path, keep_staging: bool, ckpt_group=None, upload_priority: str = "low"):
         self.store = store
         self.run_name = run_name
         self.layout = layout
@@ -48,7 +49,8 @@ class CheckpointSaver:
         self.ckpt_group = ckpt_group
         self._done: threading.Event | None = None  # set when the in-flight checkpoint is finished
         self._jobs: queue.Queue = queue.Queue()
-        self._worker = threading.Thread(target=_work, args=(self._jobs,), name="foundry-checkpoint", daemon=True)
+        self._worker = threading.Thread(target=_work, args=(self._jobs, upload_priority), name="foundry-checkpoint",
+                                        daemon=True)
         self._worker.start()
         weakref.finalize(self, _stop, self._jobs, self._worker)  # the worker ends with its saver, or at exit
         self._error: BaseException | None = None
@@ -197,8 +199,10 @@ def _stop(jobs: queue.Queue, worker: threading.Thread) -> None:
         worker.join()
 
 
-def _work(jobs: queue.Queue) -> None:
-    """The background thread: runs each handed-off save; ends at None (its saver is gone)."""
+def _work(jobs: queue.Queue, priority: str) -> None:
+    """The background thread: runs each handed-off save; ends at None (its saver is gone). Its CPU
+    priority (and its transfer threads', which inherit it) is lowered first: upload_priority.py."""
+    lower_this_thread(priority)
     while (job := jobs.get()) is not None:
         run, args, done = job
         try:

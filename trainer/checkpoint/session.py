@@ -63,7 +63,8 @@ class CheckpointSession:
             self.saver = CheckpointSaver(
                 self.store, cfg.run_name, cfg.checkpoint_layout, env.rank, env.world_size,
                 cfg.save_num_checkpoints_to_keep, self.staging / f"rank{env.rank}",
-                keep_staging=not self.store.url.startswith("file://"), ckpt_group=group)
+                keep_staging=not self.store.url.startswith("file://"), ckpt_group=group,
+                upload_priority=cfg.checkpoint_upload_priority)
 
     # -- resume --------------------------------------------------------------------------------
     def resume(self, trainer) -> ResumePoint | None:
