@@ -1,8 +1,10 @@
 """StreamingDataset: a torch IterableDataset over MDS shards in any object store.
 
-This module wires the parts together; the work lives beside it: `plan/` (pure order), `cache/`
-(download, verify, evict, prefetch), `iterator.py` (the hot loop), `state.py` (epochs, resume),
-`stream.py` (what each source contributes), `topology.py` (who we are, at iteration time).
+This module wires the parts together; the work lives beside it: `plan/` (pure order, and the
+iteration's EpochPlan and ReadPolicy), `cache/` (make a shard whole on the node), `read/` (shard
+-> samples or rows, the hot loop), `loader/` (the DataLoader side), `state.py` (epochs, resume),
+`stream.py` (what each source contributes), `topology.py` (who we are, at iteration time). The
+path of one sample through them: docs/streaming-internals.md.
 """
 
 from __future__ import annotations
@@ -20,16 +22,16 @@ from foundry.plugins.errors import ConfigError, ConfigValueError, DataValueError
 
 from .cache import Evictor, ShardCache, UseSchedule, check_cache_limit
 from .format import encodings_image, encodings_ndarray  # noqa: F401  (codecs load here, not on the first sample)
-from .batch_reads import WorkerBatches
-from .iterator import iterate, iterate_batches
 from .plan.iteration import EpochPlan, ReadPolicy
 from .plan import (PARTITION_ALGOS, SAMPLING_METHODS, OrderConfig, WorldShape, check_algo, epoch_length, epoch_work,
                    check_batching, locate, make_layout, rank_ids, rank_length, resume_warning, stream_choose,
                    stream_proportions, worker_ids)
-from .readers import ReaderPool
-from .shard_source import DatasetShards, ShardLocator
 from .state import EpochCounter, build_state, check_state
 from .indexing import index_samples, own_arrays
+from .loader.worker_batches import WorkerBatches
+from .read.iterator import iterate, iterate_batches
+from .read.pool import ReaderPool
+from .read.source import DatasetShards, ShardLocator
 from .stream import Stream, streams_registry
 from .topology import Topology
 from .units import parse_bytes, parse_count
@@ -290,7 +292,7 @@ class StreamingDataset(IterableDataset):
     @contextmanager
     def batched_in_workers(self, batches: WorkerBatches) -> Iterator[None]:
         """While a StreamingDataLoader starts its workers: their copies of this dataset yield whole
-        batches (batch_reads.py), every epoch; this process's copy is left as it was."""
+        batches (loader/worker_batches.py), every epoch; this process's copy is left as it was."""
         saved = self._worker_batches
         self._worker_batches = batches
         try:

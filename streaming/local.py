@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 
 from .cache import ShardCache
 from .indexing import index_samples, own_arrays
-from .readers import ReaderPool
+from .read.pool import ReaderPool
 from .stream import Stream
 
 

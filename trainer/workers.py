@@ -6,7 +6,7 @@ common way there: its traceback keeps the loop's iterator alive past the exit ho
 iterator's own shutdown (its `__del__`) never runs first. The trainer therefore stops the workers
 of every iterator it made: at once when `fit()` or `evaluate()` raises, and in an exit hook for the
 ones still alive (persistent workers, an exception caught by the caller).
-StreamingDataLoader stops its own (streaming/loader.py); its iterators have no `_workers` here.
+StreamingDataLoader stops its own (streaming/loader/worker.py); its iterators have no `_workers` here.
 """
 
 from __future__ import annotations

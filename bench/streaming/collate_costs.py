@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import pad_collate, pad_transform  # noqa: E402
-from foundry.streaming import StreamingDataLoader, StreamingDataset, batch_reads  # noqa: E402
+from foundry.streaming import StreamingDataLoader, StreamingDataset  # noqa: E402
+from foundry.streaming.read import rows  # noqa: E402
 from foundry.streaming.format.reader import MDSShardFileReader  # noqa: E402
 
 
@@ -55,9 +56,9 @@ def steps(src: str, batch: int, reps: int) -> None:
     shards = [0] * batch
     print(f"1. one batch of {batch}, µs of CPU (median of {reps} rounds of 20)")
     print(f"   samples decoded one by one (get_sample):  {_cpu_us(lambda: [reader.get_sample(i) for i in indices], reps):8.1f}")
-    if hasattr(batch_reads, "row_samples"):
+    if hasattr(rows, "row_samples"):
         print(f"   samples read as rows (row_samples):       "
-              f"{_cpu_us(lambda: batch_reads.row_samples(shards, indices, readers), reps):8.1f}")
+              f"{_cpu_us(lambda: rows.row_samples(shards, indices, readers), reps):8.1f}")
     samples = [reader.get_sample(i) for i in indices]
     print(f"   pad_collate:                              {_cpu_us(lambda: pad_collate(samples), reps):8.1f}")
     collate_us = _cpu_us(lambda: pad_collate(samples), reps)
@@ -69,8 +70,8 @@ def steps(src: str, batch: int, reps: int) -> None:
     print(f"   a shm segment + copy per tensor (torch):  {_cpu_us(segments, reps) - collate_us:8.1f}"
           "  (then an fd through the resource sharer, per tensor)")
     try:
-        from foundry.streaming import batch_ring
-        from foundry.streaming.batch_handover import hand_over
+        from foundry.streaming.loader import ring as batch_ring
+        from foundry.streaming.loader.handover import hand_over
     except ImportError:
         return
 

@@ -25,7 +25,9 @@ import time
 
 import numpy as np
 
-from foundry.streaming import StreamingDataLoader, StreamingDataset, batch_reads, batch_ring
+from foundry.streaming import StreamingDataLoader, StreamingDataset
+from foundry.streaming.loader import ring as batch_ring
+from foundry.streaming.loader import worker_batches as batch_reads
 from foundry.streaming.format import open_shard
 from foundry.streaming.format.index import load_index
 from foundry.streaming.topology import Topology

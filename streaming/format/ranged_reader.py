@@ -1,7 +1,7 @@
 """An uncompressed MDS shard read from its remote copy with ranged reads, before it is local.
 
 For the first samples of a cold epoch: the whole shard downloads in the background meanwhile
-(cache.prefetch), and early_reader.EarlyShardReader moves to the local file once it is there.
+(cache.prefetch), and read.early.reader.EarlyShardReader moves to the local file once it is there.
 Reads are whole blocks (format.block_digests' size), each checked against its digest before a
 sample is decoded from it when the shard is checked at all. `fetch_ahead(indices)` fetches the blocks
 of samples the reader will soon be asked for, several requests at once: across a WAN each read

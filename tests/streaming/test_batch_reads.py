@@ -1,4 +1,4 @@
-"""StreamingDataLoader's workers make whole batches (streaming/batch_reads.py): the batches are
+"""StreamingDataLoader's workers make whole batches (streaming/loader/worker_batches.py): the batches are
 exactly torch's per-sample ones, whatever the columns, the collate, drop_last or the epoch, and
 fixed-size numeric columns are read straight into the batch."""
 
@@ -7,8 +7,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, batch_reads, batch_ring
-from foundry.streaming.loader import _collate_read_only
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+from foundry.streaming.loader import ring as batch_ring
+from foundry.streaming.loader import worker_batches as batch_reads
+from foundry.streaming.loader.collate import collate_read_only as _collate_read_only
+from foundry.streaming.read import rows as read_rows
 
 FIXED = {"tokens": "ndarray:int32:16", "grid": "ndarray:float32:2,3", "id": "int", "w": "float32", "u": "uint8",
          "h": "int16"}
@@ -144,7 +147,7 @@ def test_a_shard_cut_short_under_an_open_reader_is_a_data_error(tmp_path):
     info = load_index(open(f"{src}/index.json").read())[0]
     path = f"{src}/{info.raw_basename}"
     reader = open_shard(info, path, mapped=False)
-    columns = batch_reads.fixed_columns(reader)  # opens the file
+    columns = read_rows.fixed_columns(reader)  # opens the file
     rows = [memoryview(np.zeros(c.nbytes, np.uint8)) for c in columns]
     reader.read_rows_into([len(reader) - 1], [rows])
     os.truncate(path, os.path.getsize(path) - 10)

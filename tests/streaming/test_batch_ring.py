@@ -1,5 +1,5 @@
 """Batches cross from DataLoader workers through each worker's ring of reused shared-memory slots
-(streaming/batch_ring.py): the batch a loop holds is never overwritten, a loop that keeps every batch
+(streaming/loader/ring.py): the batch a loop holds is never overwritten, a loop that keeps every batch
 still gets every sample right, and nothing is left behind."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, batch_ring
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+from foundry.streaming.loader import ring as batch_ring
 
 ROWS = 96
 
@@ -144,7 +145,7 @@ def test_number_bytes_and_str_columns_cross_in_the_ring_as_default_collate_makes
     from torch.utils.data import default_collate
     from torch.utils.data._utils import worker
 
-    from foundry.streaming.loader import _collate_read_only
+    from foundry.streaming.loader.collate import collate_read_only as _collate_read_only
 
     monkeypatch.setattr(batch_ring, "_worker_ring", None)
     monkeypatch.setattr(worker, "_worker_info", object())  # get_worker_info(): in a worker

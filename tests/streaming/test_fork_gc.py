@@ -1,5 +1,5 @@
 """While forked DataLoader workers run, the objects they share with the main process are frozen out
-of garbage collection (streaming/fork_gc.py), and so are a plain loop's objects from before its
+of garbage collection (streaming/read/fork_gc.py), and so are a plain loop's objects from before its
 epoch; afterwards they are not, and nothing leaks."""
 
 import gc
@@ -8,7 +8,8 @@ import weakref
 import numpy as np
 import pytest
 
-from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, fork_gc
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+from foundry.streaming.read import fork_gc
 
 
 class _Node:

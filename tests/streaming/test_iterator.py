@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from foundry.streaming.format.contract import SampleReader
-from foundry.streaming.iterator import iterate
+from foundry.streaming.read.iterator import iterate
 from foundry.streaming.plan.iteration import EpochPlan, ReadPolicy
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from foundry.plugins.errors import ConfigError
 from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
-from foundry.streaming.loader import check_socket_dir
+from foundry.streaming.loader.worker import check_socket_dir
 
 
 def test_too_long_temp_folder_is_one_line_not_a_hang(tmp_path, monkeypatch):

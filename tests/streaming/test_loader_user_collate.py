@@ -1,13 +1,14 @@
 """A user's collate_fn or batch_transform on StreamingDataLoader: the batches are torch's own
 DataLoader's with the same functions, whether the samples are read as rows and the batch crosses
-through the workers' ring (streaming/batch_handover.py) or not."""
+through the workers' ring (streaming/loader/handover.py) or not."""
 
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset, batch_ring
+from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+from foundry.streaming.loader import ring as batch_ring
 
 FIXED = {"tokens": "ndarray:int32:16", "id": "int", "u": "uint8"}
 MIXED = {**FIXED, "text": "str", "v": "ndarray:int64"}

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-import foundry.streaming.iterator as iterator_module
-import foundry.streaming.readers as readers_module
+import foundry.streaming.read.iterator as iterator_module
+import foundry.streaming.read.pool as readers_module
 from foundry.streaming import MDSWriter, StreamingDataLoader, StreamingDataset
 
 N, PER_SHARD, BATCH = 600, 10, 4

@@ -16,7 +16,7 @@ import pytest
 import xxhash
 
 import foundry.streaming.cache.shards as shards_module
-import foundry.streaming.early_reader as early_module
+import foundry.streaming.read.early.reader as early_module
 from foundry.plugins.errors import DataError
 from foundry.streaming import MDSWriter, StreamingDataset
 from foundry.streaming.format.block_digests import (BLOCK_BYTES, DATASET_BASENAME, INDEX_KEY, BlockDigests, BlockHasher,

@@ -12,8 +12,8 @@ import pytest
 from foundry.streaming import MDSWriter, StreamingDataset
 from foundry.streaming.cache import Evictor, decompress_slot
 from foundry.streaming.plan.iteration import ReadPolicy
-from foundry.streaming.readers import ReaderPool
-from foundry.streaming.shard_source import DatasetShards
+from foundry.streaming.read.pool import ReaderPool
+from foundry.streaming.read.source import DatasetShards
 
 
 def _decide(**kw):
@@ -97,3 +97,20 @@ def test_two_datasets_iterated_together_each_read_their_own_samples(tmp_path):
         got_b.append(int(y["id"]))
     assert got_a == list(range(200)) and got_b == list(range(1000, 1200))
     assert np.all(np.asarray(got_b) >= 1000)
+
+
+def test_an_iteration_without_early_reads_opens_every_shard_whole():
+    from foundry.streaming.read.early.opener import EarlyOpener
+
+    asked: list = []
+
+    class Locator:  # a compressed shard not yet whole, if anyone asks
+        def unready_local_zip(self, shard):
+            asked.append(shard)
+            return "shard.mds.zstd"
+
+    off = EarlyOpener(Locator(), [], False, _decide(early=False), lambda shard: None)
+    off.open_soon([0, 1])
+    assert off.open(0) is None and asked == []  # nothing early is even looked at
+    worker = EarlyOpener(Locator(), [], False, _decide(in_worker=True), lambda shard: None)
+    assert worker.open(0) is None and asked == []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import foundry.streaming.cache.shards as shards_module
-import foundry.streaming.early_reader as early_module
+import foundry.streaming.read.early.reader as early_module
 from foundry.plugins.errors import DataError
 from foundry.streaming import MDSWriter, StreamingDataset
 from foundry.streaming.format import compress_file, decompress, decompress_file, load_index, open_shard
@@ -129,7 +129,7 @@ def slow_decompression(monkeypatch):
             made.append(self)
 
     monkeypatch.setattr(shards_module.ShardCache, "_decompress_into", held)
-    monkeypatch.setattr("foundry.streaming.shard_source.EarlyShardReader", Recorded)
+    monkeypatch.setattr("foundry.streaming.read.early.opener.EarlyShardReader", Recorded)
     return release, made
 
 
@@ -167,7 +167,7 @@ def test_early_reading_is_bounded_then_waits_for_the_whole_shard(tmp_path, slow_
 def test_mosaic_written_single_frame_shards_are_read_whole(tmp_path, monkeypatch):
     """A shard of one zstd frame (what mosaicml-streaming writes) has no table: no early reader."""
     made: list = []
-    monkeypatch.setattr("foundry.streaming.shard_source.EarlyShardReader",
+    monkeypatch.setattr("foundry.streaming.read.early.opener.EarlyShardReader",
                         lambda *a, **k: made.append(1))
     _write(tmp_path / "ds", n=300, size_limit=1 << 19)  # every shard under one frame
     assert [s["id"] for s in StreamingDataset(local=str(tmp_path / "ds"), batch_size=1)] == list(range(300))

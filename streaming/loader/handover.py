@@ -1,5 +1,5 @@
 """A batch that the user's collate_fn or batch_transform made in a DataLoader worker, handed to the
-main process through the worker's ring (batch_ring.py) instead of torch's own pickling.
+main process through the worker's ring (ring.py) instead of torch's own pickling.
 
 torch pickles every tensor of a worker's batch into a shared-memory segment of its own: the worker
 creates the segment and copies the tensor in (in its queue's feeder thread, which takes the GIL
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import batch_ring
+from . import ring as batch_ring
 
 
 def _numpy_dtypes() -> dict[torch.dtype, Any]:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from foundry.plugins.errors import FoundryError
 
-from .format.contract import EarlyReader, SampleReader
+from ...format.contract import EarlyReader, SampleReader
 
 # Frames decompressed early per shard: the offsets' frame and a first few samples'. Past them the
 # reader waits for the whole shard and lends its core to the decompressions (cache.decompress_slot):

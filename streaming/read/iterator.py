@@ -19,11 +19,11 @@ from typing import Any, Callable, Collection, Iterator, Protocol
 
 import numpy as np
 
+from ..cache import Prefetcher
+from ..format.contract import SampleReader
+from ..indexing import own_arrays
+from ..plan.iteration import EpochPlan, ReadPolicy
 from . import fork_gc
-from .indexing import own_arrays
-from .cache import Prefetcher
-from .format.contract import SampleReader
-from .plan.iteration import EpochPlan, ReadPolicy
 
 
 class ShardSource(Protocol):
@@ -182,7 +182,7 @@ def iterate(plan: EpochPlan, source: ShardSource, policy: ReadPolicy,
     readers: dict[int, Any] = {}
     getters: dict[int, Any] = {}
     closing: list[tuple[int, int]] = []  # (last use, shard)
-    early: set[int] = set()  # shards read before they are whole, for now (early_reader.py)
+    early: set[int] = set()  # shards read before they are whole, for now (read/early/)
     ahead: set[int] = set()  # those of them whose reads can start ahead of the samples (ranged)
     finished = False
 
@@ -248,7 +248,7 @@ def iterate(plan: EpochPlan, source: ShardSource, policy: ReadPolicy,
 
 
 class BatchMaker(Protocol):
-    """How `iterate_batches` batches (batch_reads.WorkerBatches)."""
+    """How `iterate_batches` batches (loader.worker_batches.WorkerBatches)."""
 
     size: int
     drop_last: bool

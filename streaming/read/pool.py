@@ -9,15 +9,12 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
-from foundry.plugins.errors import DataError, FoundryError
+from foundry.plugins.errors import DataError
 
-from .format import refuse_unsafe
-from .format.contract import SampleReader
-from .format.framed_reader import FramedMDSReader
-from .format.ranged_reader import RangedMDSReader
+from ..format.contract import SampleReader
 
 
-# How often kept readers' files are looked at (a stat each), as in iterator.DeletedShards.
+# How often kept readers' files are looked at (a stat each), as in read.iterator.DeletedShards.
 RECHECK_S = 1.0
 
 
@@ -71,36 +68,14 @@ class ReaderPool:
                     raise
         raise AssertionError("unreachable")
 
-    def open_framed(self, shard: int, zip_path: os.PathLike) -> Any:
-        """A reader of an MDS shard's samples from its seekable compressed file (format.framed_reader),
-        or None when the file is not seekable (one zstd frame, as mosaicml-streaming writes)."""
-        info = self._infos[shard]
-        if info.format != "mds" or info.compression.partition(":")[0] != "zstd":
-            return None
-        refuse_unsafe(info, self._unsafe)
-        reader = FramedMDSReader(info, zip_path)
-        try:
-            reader.get_sample_bytes(0)  # table, header and first frame; no table or a bad file: read it whole
-        except DataError:
-            reader.close()
-            return None
-        return reader
+    @property
+    def infos(self) -> Sequence[Any]:
+        """Every shard's format.index.ShardInfo, by global shard number."""
+        return self._infos
 
-    def open_ranged(self, shard: int, fetch: Callable[[int, int], bytes], size: int,
-                    digests: Any) -> Any:
-        """A reader of an uncompressed MDS shard's samples from ranged reads of its remote copy
-        (format.ranged_reader), its header read; None when the header cannot be read that way."""
-        info = self._infos[shard]
-        if info.format != "mds" or info.compression:
-            return None
-        refuse_unsafe(info, self._unsafe)
-        reader = RangedMDSReader(info, fetch, size, digests)
-        try:
-            reader.read_header()
-        except FoundryError:  # unreadable that way: the whole download decides
-            reader.close()
-            return None
-        return reader
+    @property
+    def allow_unsafe_types(self) -> bool:
+        return self._unsafe
 
     def _drop_deleted(self) -> None:
         gone = [k for k, r in self._open.items() if r.path and not os.path.exists(r.path)]
