@@ -1,5 +1,7 @@
 """Bytes this process moved to and from object stores, counted at the storage layer (exact payload bytes
-of every completed get/get_range/get_file/put/put_file), kept as a structured record per process.
+of every completed get/get_range/get_file/put/put_file) and the requests by billing class (`put_list`:
+put/put_file/list; `get`: get/get_range/get_file/head/exists; one per call here: a multipart upload
+the SDK splits counts once), kept as a structured record per process.
 
 `open_store` wraps every store in `MeteredStore`, tagged with what the bytes are for: the module that
 opened the store says it (the streaming loader reads data, the trainer's checkpoint code reads and
@@ -62,6 +64,17 @@ class TransferMeter:
         with self._lock:
             per = self.counts.setdefault(store, {}).setdefault(purpose, {"read": 0, "written": 0})
             per[direction] += int(nbytes)
+            self._dirty = True
+            due = time.monotonic() - self._last_flush >= FLUSH_EVERY_S
+        if due:
+            self.flush()
+
+    def request(self, store: str, purpose: str, kind: str) -> None:
+        """One request of a billing class (`put_list`: PUT/POST/LIST, S3's and R2's dearer class;
+        `get`: GET/HEAD) in the same record as the bytes."""
+        with self._lock:
+            per = self.counts.setdefault(store, {}).setdefault(purpose, {"read": 0, "written": 0})
+            per[kind] = per.get(kind, 0) + 1
             self._dirty = True
             due = time.monotonic() - self._last_flush >= FLUSH_EVERY_S
         if due:
@@ -134,6 +147,7 @@ class MeteredStore:
         return self._inner
 
     def _count(self, direction: str, nbytes: int) -> None:
+        self._meter.request(self._root, self._purpose, "get" if direction == "read" else "put_list")
         self._meter.add(self._root, self._purpose, direction, nbytes)
 
     @classmethod
@@ -164,15 +178,18 @@ class MeteredStore:
         self._count("written", size)
 
     def list(self, prefix: str = ""):
+        self._meter.request(self._root, self._purpose, "put_list")
         return self._inner.list(prefix)
 
     def delete(self, key: str) -> None:
         self._inner.delete(key)
 
     def head(self, key: str):
+        self._meter.request(self._root, self._purpose, "get")
         return self._inner.head(key)
 
     def exists(self, key: str) -> bool:
+        self._meter.request(self._root, self._purpose, "get")
         return self._inner.exists(key)
 
     def child_url(self, key: str) -> str:

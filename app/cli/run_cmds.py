@@ -177,7 +177,7 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
         cost = cp.run_cost(run)
         for res in data["resumptions"]:
             res["cost"] = cost["resumptions"].get(str(res["index"]))
-        data["cost"] = {k: cost[k] for k in ("compute_usd", "transfer_usd", "total_usd")}
+        data["cost"] = {k: cost[k] for k in ("compute_usd", "transfer_usd", "requests_usd", "total_usd")}
         sink.emit(data)
         return
     sink.emit({"name": run.name, "id": run.id, "status": run.status, "cluster": run.cluster,
@@ -194,8 +194,11 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
                 "cost": f"${cost['resumptions'][str(r.index)]['usd']:.4f}",
                 "exit": r.exit_code, "reason": r.exit_reason} for r in run.resumptions], title="Resumptions")
-    sink.lines([f"estimated cost ${cost['total_usd']:.4f}: compute ${cost['compute_usd']:.4f} "
-                f"+ transfers ${cost['transfer_usd']:.4f}"])
+    from foundry.app.control.request_cost import request_line
+    from foundry.app.control.run_cost import cost_line
+
+    sink.lines([cost_line(cost)] + [request_line(idx, c["requests"]) for idx, c in cost["resumptions"].items()
+                                    if c["requests"]["stores"]])
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:
         sink.lines(resumed)

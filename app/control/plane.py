@@ -181,11 +181,12 @@ class ControlPlane:
 
     def run_cost(self, run: RunInfo) -> dict:
         """Compute cost per resumption plus the measured transfers, in USD (run_cost.py)."""
-        from . import egress, run_cost
+        from . import egress, request_cost, run_cost
 
         usage = egress.summarize(self.paths.run_dir(run.name), egress.load_prices(self.paths.home))
+        requests = request_cost.summarize(self.paths.run_dir(run.name), request_cost.load_prices(self.paths.home))
         handles = {r.index: self.registry.handle(run.id, r.index) for r in run.resumptions}
-        return run_cost.run_cost(run, handles, run_cost.cluster_prices(self.paths.home), usage)
+        return run_cost.run_cost(run, handles, run_cost.cluster_prices(self.paths.home), usage, requests=requests)
 
     def metrics(self, name: str) -> list[dict]:
         return self.runs.metrics(name)

@@ -50,15 +50,19 @@ def resumption_compute(res: Any, handle: dict | None, per_gpu_hour: dict[str, fl
 
 
 def run_cost(run: Any, handles: dict[int, dict | None], per_gpu_hour: dict[str, float], egress: dict[str, Any],
-             now: float | None = None) -> dict[str, Any]:
-    """Per resumption and in total: compute and transfer cost (egress: egress.summarize's result)."""
+             now: float | None = None, requests: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per resumption and in total: compute, transfer and request cost (egress: egress.summarize's
+    result; requests: request_cost.summarize's, per resumption)."""
     per_res = {str(r.index): resumption_compute(r, handles.get(r.index), per_gpu_hour, now) for r in run.resumptions}
+    for idx, entry in per_res.items():
+        entry["requests"] = (requests or {}).get(idx, {"stores": {}, "usd": 0.0})
     compute = round(sum(c["usd"] for c in per_res.values()), 6)
     transfer = float((egress.get("cost") or {}).get("usd") or 0.0)
-    return {"resumptions": per_res, "compute_usd": compute, "transfer_usd": transfer,
-            "total_usd": round(compute + transfer, 6)}
+    request_usd = round(sum(c["requests"]["usd"] for c in per_res.values()), 6)
+    return {"resumptions": per_res, "compute_usd": compute, "transfer_usd": transfer, "requests_usd": request_usd,
+            "total_usd": round(compute + transfer + request_usd, 6)}
 
 
 def cost_line(cost: dict[str, Any]) -> str:
     return (f"estimated cost ${cost['total_usd']:.4f}: compute ${cost['compute_usd']:.4f} + "
-            f"transfers ${cost['transfer_usd']:.4f}")
+            f"transfers ${cost['transfer_usd']:.4f} + requests ${cost.get('requests_usd', 0.0):.4f}")

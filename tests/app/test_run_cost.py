@@ -26,7 +26,7 @@ def test_a_moved_run_costs_its_instance_hours_its_fleet_hours_and_its_transfers(
     assert [cost["resumptions"][i]["usd"] for i in "012"] == [0.0, 3.0, 4.0]   # local free; 4 x 1.5 x 0.5 h; 2 h x $2
     assert "2 x g5.xlarge spot" in cost["resumptions"]["2"]["basis"]
     assert cost["compute_usd"] == 7.0 and cost["total_usd"] == 7.25
-    assert cost_line(cost) == "estimated cost $7.2500: compute $7.0000 + transfers $0.2500"
+    assert cost_line(cost) == "estimated cost $7.2500: compute $7.0000 + transfers $0.2500 + requests $0.0000"
 
 
 def test_a_running_resumption_costs_until_now():

@@ -13,6 +13,8 @@ from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedConten
 from textual.worker import get_current_worker
 
 from foundry.app.control import ACTIVE_STATUSES, egress_cost_line, egress_rows, steps_by_resumption
+from foundry.app.control.request_cost import request_line
+from foundry.app.control.run_cost import cost_line
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
@@ -96,9 +98,13 @@ class RunDetailScreen(RunActions, FoundryScreen):
         ledger = plane.run_ledger(run, records, now=self.app.clock())  # an active run's wall time runs to now
         full = self._ticks % 5 == 0
         self._ticks += 1
-        checkpoints = config = logs = url = usage = None
+        checkpoints = config = logs = url = usage = cost = None
         if full:
             usage = plane.egress(self.run_name)
+            try:
+                cost = plane.run_cost(run)
+            except Exception as exc:  # a price table that does not parse: say so, keep the rest
+                self.app.call_from_thread(self.app.report_failure, exc, "price the run")
             url = plane.save_url(run)
             config = plane.resolved_config(self.run_name)
             logs = list(plane.logs(self.run_name))[-LOG_TAIL:] if run.resumptions else []
@@ -111,16 +117,20 @@ class RunDetailScreen(RunActions, FoundryScreen):
         self.app.call_from_thread(self._show, run, records, progress, spans, checkpoints, config, logs, url)
         self.app.call_from_thread(self._show_recovery, ledger)
         if usage is not None:
-            self.app.call_from_thread(self._show_transfers, usage)
+            self.app.call_from_thread(self._show_transfers, usage, cost)
 
-    def _show_transfers(self, usage: dict) -> None:
+    def _show_transfers(self, usage: dict, cost: dict | None) -> None:
         widget = self.query_one("#transfers", Static)
         widget.display = bool(usage["nodes"])
         if not usage["nodes"]:
             return
         from rich.table import Table
 
-        table = Table(title="Transfers per node (exact bytes)", caption=egress_cost_line(usage), expand=False)
+        # per resumption: compute, then the requests per store by billing class (request_cost.py)
+        lines = [egress_cost_line(usage)] + ([cost_line(cost)] + [
+            f"#{idx} compute ${c['usd']:.4f} ({c['basis']}); " + request_line(idx, c["requests"])
+            for idx, c in cost["resumptions"].items()] if cost else [])
+        table = Table(title="Transfers per node (exact bytes)", caption="\n".join(lines), expand=False)
         rows = egress_rows(usage)
         for key in rows[0]:
             table.add_column(key, justify="right" if key not in ("node",) else "left")

@@ -31,6 +31,7 @@ def test_run_detail_shows_transfers_per_node(snapshot_app):
             text = _text(widget)
             assert widget.display and "nodeA" in text and "2.50 MB" in text and "0.70 MB" in text
             assert "estimated transfer cost" in text
+            assert "estimated cost $" in text and "#0 compute $" in text, text   # compute + requests per resumption
 
     asyncio.run(go())
 
