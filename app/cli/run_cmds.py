@@ -194,10 +194,9 @@ def describe_run(name: str = typer.Argument(..., help="Run name."), json_out: bo
                 "cause": r.cause, "started": _when(r.started_at), "took": _duration(r.started_at, r.ended_at),
                 "cost": f"${cost['resumptions'][str(r.index)]['usd']:.4f}",
                 "exit": r.exit_code, "reason": r.exit_reason} for r in run.resumptions], title="Resumptions")
-    from foundry.app.control.request_cost import request_line
-    from foundry.app.control.run_cost import cost_line
+    from foundry.app.control import request_line, run_cost_line
 
-    sink.lines([cost_line(cost)] + [request_line(idx, c["requests"]) for idx, c in cost["resumptions"].items()
+    sink.lines([run_cost_line(cost)] + [request_line(idx, c["requests"]) for idx, c in cost["resumptions"].items()
                                     if c["requests"]["stores"]])
     resumed = [f"resumption {r.index} resumed from {r.resumed_from}" for r in run.resumptions if r.resumed_from]
     if resumed:

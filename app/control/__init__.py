@@ -12,6 +12,8 @@ from .config import FoundryPaths
 from .datasets import DatasetEntry, DatasetSummary
 from .egress import cost_line as egress_cost_line
 from .egress import rows as egress_rows
+from .request_cost import request_line
+from .run_cost import cost_line as run_cost_line
 from .models import (ACTIVE_STATUSES, RESUMABLE_STATUSES, ClusterInfo, DryRun, Resumption, RunEvent, RunInfo,
                      SecretInfo)
 from .plane import ControlPlane
@@ -25,4 +27,5 @@ from .verify import verify_resume  # `foundry verify-resume`: runs the user's tr
 __all__ = ["ControlPlane", "FoundryPaths", "RunInfo", "Resumption", "RunEvent", "ClusterInfo",
            "SecretInfo", "DryRun", "ACTIVE_STATUSES", "RESUMABLE_STATUSES", "RunProgress", "CheckpointRow",
            "steps_by_resumption", "Ledger", "LedgerEntry", "WatchdogInfo", "DatasetEntry", "DatasetSummary", "egress_rows", "egress_cost_line",
+           "request_line", "run_cost_line",
            "s3_values_from_aws_files", "verify_resume", "secret_environment", "env_fields", "env_offer"]

@@ -12,9 +12,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Log, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from foundry.app.control import ACTIVE_STATUSES, egress_cost_line, egress_rows, steps_by_resumption
-from foundry.app.control.request_cost import request_line
-from foundry.app.control.run_cost import cost_line
+from foundry.app.control import (ACTIVE_STATUSES, egress_cost_line, egress_rows, request_line, run_cost_line,
+                                 steps_by_resumption)
 
 from .. import format as fmt
 from ..widgets.runs import MetricPlot, ResumptionTimeline, status_text
@@ -127,7 +126,7 @@ class RunDetailScreen(RunActions, FoundryScreen):
         from rich.table import Table
 
         # per resumption: compute, then the requests per store by billing class (request_cost.py)
-        lines = [egress_cost_line(usage)] + ([cost_line(cost)] + [
+        lines = [egress_cost_line(usage)] + ([run_cost_line(cost)] + [
             f"#{idx} compute ${c['usd']:.4f} ({c['basis']}); " + request_line(idx, c["requests"])
             for idx, c in cost["resumptions"].items()] if cost else [])
         table = Table(title="Transfers per node (exact bytes)", caption="\n".join(lines), expand=False)
