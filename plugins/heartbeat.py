@@ -11,7 +11,8 @@ Each rank's provider wrapper (backends/compute/local_rank.py, Slurm's rank.sh) r
 
     $FOUNDRY_RUN_DIR/heartbeats/<RESUMPTION_INDEX>-<RANK>       (its mtime is the beat)
 
-every INTERVAL_S while the rank's process runs. The run folder must be shared between the job and
+every INTERVAL_S while the rank's process runs, and writes heartbeats/ended/<RESUMPTION_INDEX>-<RANK>
+once it has exited (a job that ended by itself is silent too, but is not gone unseen). The run folder must be shared between the job and
 the control plane for this to work (as it is for metrics.jsonl); where it is not, no beat arrives
 and a run that cannot be observed stays `unknown`, never `lost` by the heartbeat.
 
@@ -31,10 +32,25 @@ from .errors import ConfigError
 INTERVAL_S = 10.0
 DEADLINE_S = 300.0
 FOLDER = "heartbeats"
+ENDED = "ended"     # heartbeats/ended/<RESUMPTION_INDEX>-<RANK>: the rank's process exited
 
 
 def beat_path(run_dir: str | os.PathLike, resumption: int | str, rank: int | str) -> Path:
     return Path(run_dir) / FOLDER / f"{resumption}-{rank}"
+
+
+def ended_path(run_dir: str | os.PathLike, resumption: int | str, rank: int | str) -> Path:
+    """Written by the rank's wrapper once its process has exited: its beats stop because it ended."""
+    return Path(run_dir) / FOLDER / ENDED / f"{resumption}-{rank}"
+
+
+def all_ended(run_dir: str | os.PathLike, resumption: int) -> bool:
+    """Every rank of this resumption that beat has also recorded that its process exited. Then the
+    silence is the job's own end (a run that completed while its provider could not be reached), not
+    evidence that it vanished: only the provider can say how it ended, so it stays `unknown`."""
+    folder = Path(run_dir) / FOLDER
+    beat = {p.name for p in folder.glob(f"{resumption}-*")}
+    return bool(beat) and beat <= {p.name for p in (folder / ENDED).glob(f"{resumption}-*")}
 
 
 def last_beat(run_dir: str | os.PathLike, resumption: int) -> float | None:
@@ -94,5 +110,13 @@ class Beater:
                 pass
             self._stop.wait(self.interval)
 
-    def stop(self) -> None:
+    def stop(self, ended: bool = False) -> None:
+        """Stop beating; `ended`: the rank's process has exited (recorded beside the beats)."""
         self._stop.set()
+        if ended:
+            try:
+                marker = self.path.parent / ENDED / self.path.name
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            except OSError:
+                pass

@@ -19,6 +19,7 @@ import time
 
 from foundry.plugins.compute import JobHandle, JobState
 from foundry.plugins.errors import FoundryError
+from foundry.plugins.heartbeat import all_ended as heartbeat_all_ended
 from foundry.plugins.heartbeat import deadline_s as heartbeat_deadline_s
 from foundry.plugins.heartbeat import last_beat
 from foundry.plugins.manager import notify_run_event
@@ -136,7 +137,8 @@ class Watchdog:
         beat = last_beat(self.paths.run_dir(run.name), res.index)
         since = res.unknown_since or now
         if (res.state != "pending" and beat is not None and now - beat > self.heartbeat_deadline
-                and now - since >= self.heartbeat_deadline):
+                and now - since >= self.heartbeat_deadline
+                and not heartbeat_all_ended(self.paths.run_dir(run.name), res.index)):
             why = (f"no heartbeat for {now - beat:.0f}s and the provider unreachable for {now - since:.0f}s "
                    f"({reason})")
             details = {"resumption": res.index, "cluster": res.cluster, "reason": why}

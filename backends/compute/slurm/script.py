@@ -232,6 +232,7 @@ def render_rank_wrapper(job_dir: str) -> str:
     """
     d = shlex.quote(job_dir)
     HEARTBEAT_FOLDER, HEARTBEAT_INTERVAL = heartbeat.FOLDER, int(heartbeat.INTERVAL_S)  # noqa: N806
+    HEARTBEAT_ENDED = heartbeat.ENDED  # noqa: N806
     return f"""#!/bin/bash
 # one rank of a foundry job, started by torchrun (RANK, LOCAL_RANK set)
 dir={d}
@@ -255,7 +256,10 @@ fi
 trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
 while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; rc=$?
-[ -n "$beat" ] && kill -KILL "$beat" 2>/dev/null   # it ignores TERM
+if [ -n "$beat" ]; then   # the beats stop because the worker exited: say so (plugins/heartbeat.py)
+  kill -KILL "$beat" 2>/dev/null   # it ignores TERM
+  mkdir -p "${{hb%/*}}/{HEARTBEAT_ENDED}" 2>/dev/null && touch "${{hb%/*}}/{HEARTBEAT_ENDED}/${{hb##*/}}" 2>/dev/null
+fi
 echo "$rc" > "$dir/ranks/$RANK.exit"
 exit "$rc"
 """
