@@ -2,8 +2,9 @@
 cluster as three placements of one run, launched through the `foundry` CLI, a watchdog daemon
 (`foundry watch --daemon`, its pid recorded) and nobody else acting.
 
-Every node of the first cluster is lost (SIGKILL of every process: its controller with it, so only the job's silent heartbeat plus the unreachable provider make it lost) -> the watchdog
-relaunches on the second cluster with another node count -> that cluster's slurmctld is frozen
+Every node of the first cluster is lost (SIGKILL of every process: its controller with it, so only
+the job's silent heartbeat plus the unreachable provider make it lost) -> the watchdog relaunches
+on the second cluster with another node count -> that cluster's slurmctld is frozen
 (SIGSTOP by its recorded pid) for longer than the watchdog's timeouts: the run shows `unknown`, no
 second job starts -> SIGCONT -> it completes, once, with the losses of an uninterrupted run.
 Exactly one job is alive at any time: checked in every provider's process table (each namespace's
@@ -27,12 +28,13 @@ from support.multinode import (JOB, check_same_as_reference, ended, ended_how, f
 
 pytestmark = [pytest.mark.integration, pytest.mark.multinode, pytest.mark.slow]
 RUN = "failover-e2e"
+CUT_RUN = "route-cut"   # its own name: its own checkpoint folder (the bucket is the session's)
 DEADLINE_S = 20          # FOUNDRY_HEARTBEAT_DEADLINE_S for the watchdog (heartbeats every 10 s)
 SLURM_CMD_TIMEOUT_S = 60  # the slurm provider's command timeout (backends/compute/slurm/commands.py)
 FREEZE_S = SLURM_CMD_TIMEOUT_S + 5   # longer than every watchdog timeout: the command's and the deadline
 
 
-def _job_key(pid: int) -> tuple[str, str] | None:
+def _job_key(pid: int, run: str) -> tuple[str, str] | None:
     """(cluster or 'local', job id) when `pid` is a process of this test's run, else None."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -41,7 +43,7 @@ def _job_key(pid: int) -> tuple[str, str] | None:
         env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv)
     except OSError:   # exited meanwhile
         return None
-    if env.get(b"RUN_NAME") != RUN.encode():
+    if env.get(b"RUN_NAME") != run.encode():
         return None
     job = env.get(b"SLURM_JOB_ID", b"").decode() or "pid-group"
     return job, env.get(b"RESUMPTION_INDEX", b"?").decode()
@@ -52,8 +54,8 @@ class ProcessTables:
     namespace nodes' processes (`ip netns pids`) per Slurm cluster, and the host's own processes
     (outside every node namespace) for the local cluster."""
 
-    def __init__(self, clusters):
-        self.clusters = clusters
+    def __init__(self, clusters, run: str = RUN):
+        self.clusters, self.run = clusters, run
         self.samples: list[tuple[float, dict[str, set]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -66,12 +68,12 @@ class ProcessTables:
                 out = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True).stdout
                 for pid in map(int, out.split()):
                     in_nodes.add(pid)
-                    key = _job_key(pid)
+                    key = _job_key(pid, self.run)
                     if key:
                         seen.setdefault(cluster.name, set()).add(key)
         for entry in os.listdir("/proc"):   # the local cluster: its ranks are host processes
             if entry.isdigit() and int(entry) not in in_nodes:
-                key = _job_key(int(entry))
+                key = _job_key(int(entry), self.run)
                 if key:
                     seen.setdefault("local", set()).add(key)
         return seen
@@ -111,15 +113,16 @@ def watchdog_daemon(mn_home, monkeypatch):
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"watchdog {pid} still runs"
 
 
-def hold_without_false_recovery(run_dir: Path, resumption: int, seconds: float) -> tuple[dict | None, int]:
+def hold_without_false_recovery(run_dir: Path, resumption: int, seconds: float,
+                                name: str = RUN) -> tuple[dict | None, int]:
     """For `seconds` (the provider unobservable meanwhile): the run is `running` or `unknown`, never
     relaunched. Returns the latest resumption as first seen `unknown` and the steps it trained meanwhile."""
     start, steps_before = time.monotonic(), len(steps_of_resumption(run_dir, resumption))
     unknown = None
     while time.monotonic() - start < seconds:
-        run = json.loads(foundry("describe", "run", RUN, "--json"))
-        assert len(run["resumptions"]) == resumption + 1, ended_how(RUN, run)   # no second job
-        assert run["status"] in ("running", "unknown"), ended_how(RUN, run)
+        run = json.loads(foundry("describe", "run", name, "--json"))
+        assert len(run["resumptions"]) == resumption + 1, ended_how(name, run)   # no second job
+        assert run["status"] in ("running", "unknown"), ended_how(name, run)
         if run["status"] == "unknown" and unknown is None:
             unknown = run["resumptions"][-1]
         time.sleep(2)
@@ -203,28 +206,28 @@ def test_a_cut_route_to_the_cluster_is_no_loss(mn3, mn2, mn_home, mn_dataset, mn
     watchdog's timeouts while the run trains there, with a failover placement ready: the run keeps
     training, shows `unknown` with the reason and since when, no second job starts, and it completes
     once after the route is back."""
-    spec_path = run_yaml(mn_home["tmp"] / "run.yaml", RUN, "mn2", 2, 2, mn_dataset, mn_dataset["bucket"], mn3,
+    spec_path = run_yaml(mn_home["tmp"] / "run.yaml", CUT_RUN, "mn2", 2, 2, mn_dataset, mn_dataset["bucket"], mn3,
                          max_retries=1, STEP_DELAY="3.0", SAVE_INTERVAL="2ba")
     spec = yaml.safe_load(spec_path.read_text())
     spec["compute"] = [{"cluster": "mn2", "nodes": 2, "gpus": 2}, {"cluster": "local", "gpus": 1}]
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    run_dir = mn_home["tmp"] / "foundry-home" / "runs" / RUN
+    run_dir = mn_home["tmp"] / "foundry-home" / "runs" / CUT_RUN
     cut = False
-    with ProcessTables((mn3, mn2)) as tables:
+    with ProcessTables((mn3, mn2), CUT_RUN) as tables:
         try:
             foundry("run", "-f", str(spec_path))
-            wait_status(RUN, lambda d: len(steps_of_resumption(run_dir, 0)) >= 2, timeout=240, poll=0.5)
+            wait_status(CUT_RUN, lambda d: len(steps_of_resumption(run_dir, 0)) >= 2, timeout=240, poll=0.5)
             mn2.script("route.sh", "cut")
             cut = True
-            unknown, steps_in_cut = hold_without_false_recovery(run_dir, 0, FREEZE_S)
+            unknown, steps_in_cut = hold_without_false_recovery(run_dir, 0, FREEZE_S, CUT_RUN)
             mn2.script("route.sh", "restore")
             cut = False
-            done = wait_status(RUN, ended, timeout=240, poll=1)
+            done = wait_status(CUT_RUN, ended, timeout=240, poll=1)
         finally:
             if cut:
                 mn2.script("route.sh", "restore")
-    assert done["status"] == "completed", ended_how(RUN, done)
-    assert len(done["resumptions"]) == 1 and done["resumptions"][0]["cluster"] == "mn2", ended_how(RUN, done)
+    assert done["status"] == "completed", ended_how(CUT_RUN, done)
+    assert len(done["resumptions"]) == 1 and done["resumptions"][0]["cluster"] == "mn2", ended_how(CUT_RUN, done)
     assert unknown and unknown.get("unknown_reason") and unknown.get("unknown_since"), unknown
     assert steps_in_cut > 0, "the job did not train while the control plane's route was cut"
     check_same_as_reference(steps(run_dir), mn_reference)
