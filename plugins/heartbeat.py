@@ -12,7 +12,7 @@ Each rank's provider wrapper (backends/compute/local_rank.py, Slurm's rank.sh) r
     $FOUNDRY_RUN_DIR/heartbeats/<RESUMPTION_INDEX>-<RANK>       (its mtime is the beat)
 
 every INTERVAL_S while the rank's process runs, and writes heartbeats/ended/<RESUMPTION_INDEX>-<RANK>
-once it has exited (a job that ended by itself is silent too, but is not gone unseen). The run folder must be shared between the job and
+once it has exited 0 (a job that completed is silent too, but is not gone). The run folder must be shared between the job and
 the control plane for this to work (as it is for metrics.jsonl); where it is not, no beat arrives
 and a run that cannot be observed stays `unknown`, never `lost` by the heartbeat.
 
@@ -32,7 +32,7 @@ from .errors import ConfigError
 INTERVAL_S = 10.0
 DEADLINE_S = 300.0
 FOLDER = "heartbeats"
-ENDED = "ended"     # heartbeats/ended/<RESUMPTION_INDEX>-<RANK>: the rank's process exited
+ENDED = "ended"     # heartbeats/ended/<RESUMPTION_INDEX>-<RANK>: the rank's process exited 0
 
 
 def beat_path(run_dir: str | os.PathLike, resumption: int | str, rank: int | str) -> Path:
@@ -40,14 +40,15 @@ def beat_path(run_dir: str | os.PathLike, resumption: int | str, rank: int | str
 
 
 def ended_path(run_dir: str | os.PathLike, resumption: int | str, rank: int | str) -> Path:
-    """Written by the rank's wrapper once its process has exited: its beats stop because it ended."""
+    """Written by the rank's wrapper once its process has exited 0: its beats stop because it finished."""
     return Path(run_dir) / FOLDER / ENDED / f"{resumption}-{rank}"
 
 
 def all_ended(run_dir: str | os.PathLike, resumption: int) -> bool:
-    """Every rank of this resumption that beat has also recorded that its process exited. Then the
+    """Every rank of this resumption that beat has also recorded that its process exited 0. Then the
     silence is the job's own end (a run that completed while its provider could not be reached), not
-    evidence that it vanished: only the provider can say how it ended, so it stays `unknown`."""
+    evidence that it vanished: it stays `unknown` until the provider says how it ended. A rank killed
+    or crashed records nothing, so its silence still counts."""
     folder = Path(run_dir) / FOLDER
     beat = {p.name for p in folder.glob(f"{resumption}-*")}
     return bool(beat) and beat <= {p.name for p in (folder / ENDED).glob(f"{resumption}-*")}
@@ -111,7 +112,7 @@ class Beater:
             self._stop.wait(self.interval)
 
     def stop(self, ended: bool = False) -> None:
-        """Stop beating; `ended`: the rank's process has exited (recorded beside the beats)."""
+        """Stop beating; `ended`: the rank's process has exited 0 (recorded beside the beats)."""
         self._stop.set()
         if ended:
             try:

@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
                 pass
     code = child.wait()
     if beater:
-        beater.stop(ended=True)
+        beater.stop(ended=code == 0)
     atomic_write(ranks / f"rank-{rank}.exit", str(code))
     return code if code >= 0 else 128 - code
 

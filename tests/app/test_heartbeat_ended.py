@@ -1,4 +1,4 @@
-"""A job that ended by itself while its provider could not be reached is silent too: its wrappers
+"""A job that completed (every rank exited 0) while its provider could not be reached is silent too: its wrappers
 record the end beside the beats, so the watchdog keeps it `unknown` (the provider will say how it
 ended) instead of filing it lost and launching it again (found by tests/multinode/test_failover_e2e.py:
 a run that completed under a frozen slurmctld was relaunched on the next placement)."""
@@ -36,3 +36,6 @@ def test_slurm_rank_wrapper_records_the_end_of_its_worker(tmp_path):
     env = {**os.environ, "RANK": "1", "FOUNDRY_RUN_DIR": str(run_dir), "RESUMPTION_INDEX": "2"}
     subprocess.run(["bash", str(wrapper), "sleep", "1"], env=env, check=True, timeout=60)
     assert beat_path(run_dir, 2, 1).exists() and all_ended(run_dir, 2)
+    env["RESUMPTION_INDEX"] = "3"   # a worker that fails (or is killed) records no end: its silence counts
+    subprocess.run(["bash", str(wrapper), "bash", "-c", "sleep 1; exit 3"], env=env, timeout=60)
+    assert beat_path(run_dir, 3, 1).exists() and not all_ended(run_dir, 3)

@@ -256,9 +256,9 @@ fi
 trap '[ -e "$dir/pause_requested" ] || kill -TERM "$child" 2>/dev/null' TERM INT
 while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; rc=$?
-if [ -n "$beat" ]; then   # the beats stop because the worker exited: say so (plugins/heartbeat.py)
+if [ -n "$beat" ]; then   # the beats stop; a worker that finished (exit 0) says so (plugins/heartbeat.py)
   kill -KILL "$beat" 2>/dev/null   # it ignores TERM
-  mkdir -p "${{hb%/*}}/{HEARTBEAT_ENDED}" 2>/dev/null && touch "${{hb%/*}}/{HEARTBEAT_ENDED}/${{hb##*/}}" 2>/dev/null
+  [ "$rc" = 0 ] && mkdir -p "${{hb%/*}}/{HEARTBEAT_ENDED}" 2>/dev/null && touch "${{hb%/*}}/{HEARTBEAT_ENDED}/${{hb##*/}}" 2>/dev/null
 fi
 echo "$rc" > "$dir/ranks/$RANK.exit"
 exit "$rc"
