@@ -193,12 +193,6 @@ def test_failover_across_three_placements_survives_a_frozen_controller(mn3, mn2,
     assert second["cluster"] == "mn2" and second["cause"] in ("failover", "retry") and second["state"] == "completed"
     check_same_as_reference(steps(run_dir), mn_reference)
 
-    # the process tables: never two jobs of the run at once, and exactly the two jobs (mn3's, mn2's)
-    assert tables.jobs_at_once() == 1, tables.crowded()
-    clusters_seen = {c for c, _ in tables.jobs_seen()}
-    assert clusters_seen == {"mn3", "mn2"}, tables.jobs_seen()
-    assert len(tables.jobs_seen()) == 2, tables.jobs_seen()
-
     ledger = done["recovery"]
     lost = ledger["entries"][0]
     with capsys.disabled():
@@ -207,6 +201,12 @@ def test_failover_across_three_placements_survives_a_frozen_controller(mn3, mn2,
               f"goodput {ledger['goodput']} (useful {ledger['useful_s']:.1f} s of wall {ledger['wall_s']:.1f} s); "
               f"controller frozen {FREEZE_S} s, unknown since {unknown_seen['unknown_since']}: "
               f"{unknown_seen['unknown_reason']}")
+    # the process tables: never two jobs of the run at once, and exactly the two jobs (mn3's, mn2's)
+    assert tables.jobs_at_once() == 1, tables.crowded()
+    clusters_seen = {c for c, _ in tables.jobs_seen()}
+    assert clusters_seen == {"mn3", "mn2"}, tables.jobs_seen()
+    assert len(tables.jobs_seen()) == 2, tables.jobs_seen()
+
     assert lost["detect_s"] is not None and lost["restart_s"] is not None and ledger["goodput"] > 0
 
 
