@@ -3,7 +3,8 @@
 #   bash scripts/test.sh [PYTEST ARGS]         the fast tier: -m "not slow" (in-process tests, no servers)
 #   bash scripts/test.sh --all [PYTEST ARGS]   everything (what .ci/run runs): also the tests marked with a
 #                                              cost (processes, runs, SeaweedFS, Slurm, the mosaic peer env,
-#                                              multinode, chaos), whose servers the fixtures start on loopback
+#                                              multinode, chaos), whose servers the fixtures start on loopback;
+#                                              on FOUNDRY_TEST_WORKERS (3) pytest-xdist workers
 # A `-m EXPR` among the PYTEST ARGS replaces the fast tier's selection (e.g. -m chaos). The marks are
 # in pyproject.toml; tests/support/tiers.py sets most of them. Each preparation step prints one line with
 # its time; nothing is rebuilt that is already there, and the fast tier prepares nothing beyond the venv.
@@ -38,8 +39,16 @@ if [[ $ALL == 1 ]] && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
 fi
 if [[ $ALL == 1 ]]; then
   "$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests'); from support.peers import mosaic_python; mosaic_python(progress=True)"
-  TIER=()
-  echo "[setup] test environment ready in $(since "$T_START") s; running every test" >&2
+  # Most of the full suite's time is tests waiting on the processes they started: FOUNDRY_TEST_WORKERS
+  # pytest-xdist workers (default 3; 0 runs in this one process) overlap those waits. What must not
+  # overlap (namespace nodes, the machine's Slurm) stays on one worker: tests/support/parallel.py.
+  WORKERS=${FOUNDRY_TEST_WORKERS:-3}
+  if [[ $WORKERS -gt 0 ]]; then
+    TIER=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
+  else
+    TIER=()
+  fi
+  echo "[setup] test environment ready in $(since "$T_START") s; running every test ($WORKERS xdist workers)" >&2
 else
   TIER=(-m "not slow")
   echo "[setup] test environment ready in $(since "$T_START") s; running the fast tier (--all: every test)" >&2

@@ -27,7 +27,7 @@ EXPECTED_SKIPS = ("doc block ", "real-cluster test")
 
 # Shared fixtures, one module per kind of real server (see tests/support/).
 pytest_plugins = ["support.storage_servers", "support.slurm", "support.peers", "support.oci_stub",
-                  "support.control", "support.multinode", "support.tiers", "pytester"]
+                  "support.control", "support.multinode", "support.tiers", "support.parallel", "pytester"]
 
 
 _LOOPBACK_PREFIXES = ("127.", "::1", "localhost", "0:0:0:0:0:0:0:1")

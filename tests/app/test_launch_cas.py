@@ -136,6 +136,8 @@ def test_racing_watchdogs_and_resumes_relaunch_a_lost_run_once(cp, pausable, tmp
     cp.create_run({"name": "lost-raced", "command": pausable, "scheduling": {"max_retries": 1}})
     wait_for(lambda: started_jobs(cp, "lost-raced"), 90, what="the job started")
     pid_file = cp.paths.resumption_dir("lost-raced", 0) / "ranks" / "rank-0.pid"
+    # the job's marker can come before its wrapper has recorded the pid (seen once in CI)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().split(), 30, what="the rank's recorded pid")
     os.kill(int(pid_file.read_text().split()[0]), 9)
     wait_for(lambda: (cp.paths.resumption_dir("lost-raced", 0) / "exit.json").exists(), 60, what="the job's end")
     results = race(tmp_path, [["watch", "--once"]] * 3 + [["resume", "lost-raced"]] * 3, tag="lost")

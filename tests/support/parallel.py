@@ -1,0 +1,44 @@
+"""How the full suite splits over pytest-xdist workers (`scripts/test.sh --all` runs it with
+`-n N --dist loadgroup --no-loadscope-reorder`; a pytest plugin, tests/conftest.py loads it).
+
+Most of the suite's wall time is tests waiting on processes they started (runs, torchrun, servers,
+a frozen controller), so a few workers overlap those waits even on 2 cores. What must not overlap
+stays on one worker, as one group:
+- `multinode`: the namespace nodes have fixed names and addresses (scripts/infra/multinode);
+- `slurm`: the single-node Slurm daemons are the machine's (one slurmctld, one slurmd);
+- every other test file is its own group, so a module's shared launch (a module-scoped torchrun,
+  a trained reference) runs once, on one worker.
+The groups go out longest first (multinode, then Slurm, then the files in collection order), so
+the longest one does not start last. Without xdist the marks and the order change nothing a test
+sees: each test still gets its own temp dir, FOUNDRY_HOME and servers' data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+FIRST = ("multinode", "slurm")   # the groups that take longest, in the order they go out
+
+
+def group_of(item) -> str:
+    try:
+        parts = item.path.relative_to(TESTS).parts
+    except ValueError:
+        parts = (item.path.name,)
+    if parts[0] == "multinode":
+        return "multinode"
+    if "slurm_cluster" in item.fixturenames:   # support/slurm.py's daemons (also what marks it `slurm`)
+        return "slurm"
+    return "/".join(parts)
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's worker names each test's group from these marks
+def pytest_collection_modifyitems(config, items):
+    groups = {id(item): group_of(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(groups[id(item)], len(FIRST)))   # stable: the rest keep their order
