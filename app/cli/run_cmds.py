@@ -77,14 +77,18 @@ def run(
         if not sink.json_mode:
             sink.lines([info.name])
         return
-    sink.info(f"run {info.name} launched on {info.cluster}; following logs (Ctrl-C detaches, the run goes on)")
-    _follow_and_exit(cp, info.name)
+    _follow_and_exit(cp, info.name, f"run {info.name} launched on {info.cluster}; following logs "
+                                    "(Ctrl-C detaches, the run goes on)")
 
 
-def _watch(name: str, lines) -> None:
-    """Print `lines` as they come; Ctrl-C stops watching, never the run (the same in `run --follow`,
-    `resume --follow` and `logs --follow`): one line says so and how to pause it, exit 130."""
+def _watch(name: str, lines, intro: str | None = None) -> None:
+    """Print `intro`, then `lines` as they come; Ctrl-C stops watching, never the run (the same in
+    `run --follow`, `resume --follow` and `logs --follow`): one line says so and how to pause it, exit 130."""
     try:
+        # `intro` ("following logs") is printed inside the try: a Ctrl-C right after it appears would
+        # otherwise land before the try, where typer turns the KeyboardInterrupt into a silent exit 130
+        if intro:
+            sink.info(intro)
         sink.lines(lines)
     except KeyboardInterrupt:
         sink.info(f"stopped watching run {name}; it goes on (`foundry logs {name} --follow` watches again, "
@@ -92,9 +96,9 @@ def _watch(name: str, lines) -> None:
         raise typer.Exit(130) from None
 
 
-def _follow_and_exit(cp, name: str) -> None:
-    """Stream logs across retries; a run that ends failed or lost exits 1 with its reason."""
-    _watch(name, cp.follow_run(name))
+def _follow_and_exit(cp, name: str, intro: str) -> None:
+    """`intro`, then the logs across retries; a run that ends failed or lost exits 1 with its reason."""
+    _watch(name, cp.follow_run(name), intro)
     final = cp.get_run(name)
     reason = final.latest.exit_reason if final.latest and final.latest.exit_reason else None
     if final.status in ("failed", "lost"):
@@ -281,8 +285,8 @@ def resume(
     cp = _cp()
     info = cp.resume_run(name, cluster=cluster, gpus=gpus, nodes=nodes)
     if follow:
-        sink.info(f"run {name} resumed on {info.cluster} (resumption {info.latest.index}); following logs")
-        _follow_and_exit(cp, name)
+        _follow_and_exit(cp, name, f"run {name} resumed on {info.cluster} (resumption {info.latest.index}); "
+                                   "following logs")
     elif sink.json_mode:
         sink.emit(_run_row(info))
     else:

@@ -5,6 +5,7 @@ means "stop watching" in both `run --follow` and `logs --follow` (the run goes o
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -66,34 +67,36 @@ def test_describe_cluster_and_state_errors(cli, cp, tmp_path):
     assert "deleted run live" in err and "it was running: killed without a last checkpoint" in err
 
 
-def _interrupted(args: list[str], wait_for_text: str, stream: str = "stderr") -> tuple[int, str]:
-    """`foundry ARGS` in its own process, Ctrl-C (SIGINT) once `wait_for_text` is on `stream`;
-    (exit code, stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ))
+# Ctrl-C as at a terminal: SIGINT at its default. A test run started from a script in the background
+# (`cmd &` without job control) ignores SIGINT, every process below it inherits that, and Python keeps
+# an inherited SIG_IGN: the CLI would never see the Ctrl-C and follow the run to its end.
+INTERRUPTIBLE_CLI = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); " + CLI
+
+
+def _interrupted(args: list[str], wait_for_text: str, stream: str = "stderr",
+                 after: float = 0.5) -> tuple[int, str]:
+    """`foundry ARGS` in its own process, Ctrl-C (SIGINT) `after` seconds once `wait_for_text` is on
+    `stream`; (exit code, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTIBLE_CLI, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ))
     seen = ""
     watched = getattr(proc, stream)
     deadline = time.monotonic() + 120
     while wait_for_text not in seen and time.monotonic() < deadline and proc.poll() is None:
-        seen += (os.read(watched.fileno(), 65536) if _readable(watched) else b"").decode()
-        time.sleep(0.1)
+        if select.select([watched], [], [], 0.1)[0]:  # as soon as it is written (after=0: at once)
+            seen += os.read(watched.fileno(), 65536).decode()
     assert wait_for_text in seen, seen
-    time.sleep(0.5)
+    time.sleep(after)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     return proc.returncode, (seen if stream == "stderr" else "") + err.decode()
 
 
-def _readable(stream) -> bool:
-    import select
-
-    return bool(select.select([stream], [], [], 0)[0])
-
-
 @pytest.mark.slow
 def test_ctrl_c_stops_watching_in_run_and_logs_follow(cp, tmp_path):
+    # at once: a Ctrl-C just after "following logs" appeared used to exit 130 without a word
     code, err = _interrupted(["run", "-f", _spec(tmp_path, "watched", ["sleep", "60"]), "--follow"],
-                             "following logs")
+                             "following logs", after=0)
     assert code == 130
     assert "stopped watching run watched; it goes on" in err and "Traceback" not in err
     assert cp.get_run("watched").status in ("pending", "running")
