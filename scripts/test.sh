@@ -55,4 +55,8 @@ else
 fi
 
 export FOUNDRY_DISABLE_PLUGIN_AUTOLOAD=1
-exec "$VENV/bin/python" -m pytest -q -rfEs --durations=20 "${TIER[@]}" "$@"
+# A short base for the tests' tmp_path (pytest's default adds pytest-of-USER/pytest-N, xdist popen-gwN):
+# some tests put unix sockets there (DataLoader workers' batch hand-over), whose paths end at 107 bytes.
+BASETEMP=$(mktemp -d "${TMPDIR:-/tmp}/pXXXX")
+trap 'rm -rf "$BASETEMP"' EXIT
+"$VENV/bin/python" -m pytest -q -rfEs --durations=20 --basetemp="$BASETEMP" "${TIER[@]}" "$@"

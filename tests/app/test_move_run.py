@@ -23,9 +23,11 @@ def load_example():
 
 
 def options(tmp_path, bucket_url: str, cluster_b: str, **kw) -> argparse.Namespace:
+    # 1 s per step: the `foundry stop` after step 5 (a CLI process, seconds to start on a loaded
+    # machine) must land before the 16th step, or the run completes unpaused
     base = dict(data_url=f"{bucket_url}/data", save_url=f"{bucket_url}/ckpt/{{run_name}}", write_data=True,
                 cluster_a="local", gpus_a=2, cluster_b=cluster_b, gpus_b=1, steps=16, pause_at=5,
-                global_batch=8, step_delay=0.3, secret="seaweed", prefix="gpt", out=str(tmp_path / "out"))
+                global_batch=8, step_delay=1.0, secret="seaweed", prefix="gpt", out=str(tmp_path / "out"))
     base.update(kw)
     return argparse.Namespace(**base)
 

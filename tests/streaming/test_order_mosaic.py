@@ -12,6 +12,7 @@ import copy
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,9 +58,25 @@ def _run(python: str | Path, lib: str, world: int, tmp: Path, jobs: list, tag: s
     env["TMPDIR"] = str(tmp)  # mosaic's file locks stay in this test's folder
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         env.pop(var, None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp, env=env)
+    # its own process group, killed whole when it ends or the test does (pytest-timeout, an error): its
+    # ranks and their DataLoader workers would otherwise outlive the test, holding mosaic's /dev/shm names
+    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
+                             start_new_session=True)
+    try:
+        stdout, stderr = popen.communicate(timeout=900)
+    finally:
+        _kill_group(popen)
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, stdout, stderr)
     assert proc.returncode == 0, f"{lib} x{world}: {proc.stdout[-2000:]}\n{proc.stderr[-5000:]}"
     return [json.loads(Path(f"{out}.{r}.json").read_text()) for r in range(world)]
+
+
+def _kill_group(popen: subprocess.Popen) -> None:
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:   # the group is gone already
+        pass
+    popen.wait()
 
 
 def _both(python, world, tmp, jobs, tag):

@@ -6,9 +6,12 @@ a frozen controller), so a few workers overlap those waits even on 2 cores. What
 stays on one worker, as one group:
 - `multinode`: the namespace nodes have fixed names and addresses (scripts/infra/multinode);
 - `slurm`: the single-node Slurm daemons are the machine's (one slurmctld, one slurmd);
+- `mosaic`: mosaicml-streaming's processes coordinate through /dev/shm names of the machine's
+  (000000_barrier, _locals, ...): two of its multi-rank jobs at once could take the same prefix
+  and wait on each other's barrier (a 2-rank mixture test hung that way with 3 workers);
 - every other test file is its own group, so a module's shared launch (a module-scoped torchrun,
   a trained reference) runs once, on one worker.
-The groups go out longest first (multinode, then Slurm, then the files in collection order), so
+The groups go out longest first (multinode, Slurm, mosaic, then the files in collection order), so
 the longest one does not start last. Without xdist the marks and the order change nothing a test
 sees: each test still gets its own temp dir, FOUNDRY_HOME and servers' data.
 """
@@ -20,7 +23,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-FIRST = ("multinode", "slurm")   # the groups that take longest, in the order they go out
+FIRST = ("multinode", "slurm", "mosaic")   # the groups that take longest, in the order they go out
 
 
 def group_of(item) -> str:
@@ -32,6 +35,8 @@ def group_of(item) -> str:
         return "multinode"
     if "slurm_cluster" in item.fixturenames:   # support/slurm.py's daemons (also what marks it `slurm`)
         return "slurm"
+    if "mosaic_peer" in item.fixturenames:      # support/peers.py's mosaicml-streaming environment
+        return "mosaic"
     return "/".join(parts)
 
 
