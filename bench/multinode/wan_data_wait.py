@@ -32,6 +32,12 @@ def settings(root: Path) -> dict[str, str]:
             "MN_S3_SECRET_KEY": SECRET, "MN_WEED": str(Path(sys.executable).parent / "weed")}
 
 
+def s3_env(mn: dict[str, str]) -> dict[str, str]:
+    """What a client on a node (or the host) needs for the bridge's SeaweedFS."""
+    return {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+            "S3_ENDPOINT_URL": f"http://{mn['MN_NET']}.254:{mn['MN_S3_PORT']}"}
+
+
 def sh(env: dict, *args: str) -> str:
     return subprocess.run(["bash", *args], env={**os.environ, **env}, check=True, capture_output=True,
                           text=True, timeout=600).stdout
@@ -71,8 +77,7 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="foundry-wan-bench-"))
     mn = settings(work / "mn")
-    s3env = {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
-             "S3_ENDPOINT_URL": "http://10.216.0.254:25333"}
+    s3env = s3_env(mn)
     try:
         sh(mn, str(SCRIPTS / "up.sh"))
         import boto3

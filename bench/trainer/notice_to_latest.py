@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +34,7 @@ ROOT = HERE.parents[1]
 SHAPES = {0.1: (1024, 8), 1.0: (2048, 20), 4.0: (4096, 20)}  # 12 bytes/param: ~0.1, ~1.0, ~4.0 GB
 
 CHILD = """
-import sys, time, torch
+import os, sys, time, torch
 sys.path.insert(0, sys.argv[1])
 from bench_models import data, mlp
 from foundry.trainer import Trainer
@@ -43,7 +44,7 @@ width, depth, url, run_dir = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sy
 class Ready:
     def batch_end(self, t):
         if t.timestamp.batch == 2:
-            print("READY", flush=True)
+            print("READY", os.getpid(), flush=True)  # the trainer's own pid: a wrapper (mn_exec) may sit above it
 
 t = Trainer(run_name="notice-bench", model=mlp(width, depth), train_dataloader=data(width, 10**4, 8),
             max_duration="10000ba", loss_fn=torch.nn.functional.mse_loss, save_folder=url,
@@ -59,22 +60,31 @@ def shape_for(gb: float) -> tuple[int, int]:
     return 2048, max(1, round(gb * 1e9 / 12 / 2048**2))
 
 
-def one(gb: float, url: str, tmp: Path, env: dict) -> dict:
+def one(gb: float, url: str, tmp: Path, env: dict, wrap: Sequence[str] = ()) -> dict:
+    """One rep: a fresh trainer (run under the `wrap` command prefix if given, e.g. mn_exec on a node),
+    SIGTERM to the pid it reports after its 2nd step, its `paused` record + the wall time to exit."""
     width, depth = shape_for(gb)
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=tmp))
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(HERE), str(width), str(depth), url, str(run_dir)],
+    proc = subprocess.Popen([*wrap, sys.executable, "-c", CHILD, str(HERE), str(width), str(depth), url, str(run_dir)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = None
     try:
-        line = proc.stdout.readline().strip()
-        if line != "READY":
+        line = proc.stdout.readline().split()
+        if line[:1] != ["READY"]:
             raise SystemExit(f"no READY ({line!r}): {proc.stderr.read()[-3000:]}")
+        pid = int(line[1])
         sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
         code = proc.wait(timeout=1800)
         wall = time.monotonic() - sent
         err = proc.stderr.read()
     finally:
         if proc.poll() is None:
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             proc.kill()
             proc.wait()
     if code != 75:
