@@ -45,8 +45,19 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
                  timeout=300, poll=0.2, what="the first training step")
         first_step_s = time.monotonic() - t0
         # the logs are read over SSH from the instances: while they run (terminated, they are gone)
-        early_log = foundry("logs", "on-ec2")
-        hosts = {line.split("host=")[1].split()[0] for line in early_log.splitlines() if "rank-env host=" in line}
+        # (polled: the ranks' first lines reach their log files a moment after the first step's record)
+        early_log = ""
+
+        def both_hosts_logged():
+            nonlocal early_log
+            early_log = foundry("logs", "on-ec2")
+            found = {line.split("host=")[1].split()[0] for line in early_log.splitlines() if "rank-env host=" in line}
+            return found if len(found) == 2 else None
+
+        try:
+            hosts = wait_for(both_hosts_logged, timeout=120, poll=1, what="both hosts' rank-env lines in the logs")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}:\n{early_log[-3000:]}") from None
 
         made = [i for r in ec2_api.client().describe_instances()["Reservations"] for i in r["Instances"]]
         assert len(made) == 2 and {i["InstanceType"] for i in made} == {"g5.xlarge"}

@@ -46,6 +46,7 @@ def pause(name: str, run_dir: Path, until_step: int) -> dict:
     return run
 
 
+@pytest.mark.timeout(900)   # ~110 s on an idle machine; 280 s and more beside the other xdist workers
 def test_local_to_ssh_fleet_to_ec2_with_other_process_counts_same_losses(ec2_nodes, ec2_dataset, ec2_api, s3_server,
                                                                          tmp_path):
     ref = reference(ec2_dataset, ec2_nodes.root, s3_server, tmp_path)
