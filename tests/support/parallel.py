@@ -12,8 +12,7 @@ stays on one worker, as one group:
 - every other test file is its own group, so a module's shared launch (a module-scoped torchrun,
   a trained reference) runs once, on one worker.
 The groups go out longest first (multinode, Slurm, mosaic, then the files in collection order), so
-the longest one does not start last. Without xdist the marks and the order change nothing a test
-sees: each test still gets its own temp dir, FOUNDRY_HOME and servers' data.
+the longest one does not start last. In one process (no xdist) nothing here applies.
 """
 
 from __future__ import annotations
@@ -42,6 +41,8 @@ def group_of(item) -> str:
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's worker names each test's group from these marks
 def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):   # not an xdist worker: one process keeps the collection's order
+        return
     groups = {id(item): group_of(item) for item in items}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
