@@ -40,23 +40,26 @@ def _nothing_new_in_dev_shm(before: set[str], patience_s: float = 10.0) -> None:
     deadline = time.monotonic() + patience_s
     while (left := set(os.listdir("/dev/shm")) - before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not {name for name in left if not _held_outside_this_test(name)}
+    assert not left - _held_outside_this_test(left)
 
 
-def _held_outside_this_test(name: str) -> bool:
-    """Mapped by a live process outside this test's process tree: another pytest-xdist worker's
-    loader (scripts/test.sh --all runs the suite on several). A leak is a new segment that this
-    process or one of its children still holds, or that nobody holds."""
+def _held_outside_this_test(names: set[str]) -> set[str]:
+    """Those of `names` mapped by a live process outside this test's process tree: another
+    pytest-xdist worker's loader. A leak is a new segment that this process or one of its children
+    still holds, or that nobody holds."""
+    if not names:
+        return set()
     ours = {os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))}
+    held = set()
     for pid in psutil.pids():
         if pid in ours:
             continue
         try:
-            if f"/dev/shm/{name}" in Path(f"/proc/{pid}/maps").read_text():
-                return True
+            maps = Path(f"/proc/{pid}/maps").read_text()   # each process read once, for every name
         except OSError:   # gone meanwhile, or not ours to read
             continue
-    return False
+        held.update(name for name in names if f"/dev/shm/{name}" in maps)
+    return held
 
 
 def _check(batch) -> list[int]:

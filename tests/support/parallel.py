@@ -7,8 +7,8 @@ stays on one worker, as one group:
 - `multinode`: the namespace nodes have fixed names and addresses (scripts/infra/multinode);
 - `slurm`: the single-node Slurm daemons are the machine's (one slurmctld, one slurmd);
 - `mosaic`: mosaicml-streaming's processes coordinate through /dev/shm names of the machine's
-  (000000_barrier, _locals, ...): two of its multi-rank jobs at once could take the same prefix
-  and wait on each other's barrier (a 2-rank mixture test hung that way with 3 workers);
+  (000000_barrier, _locals, ...) that two of its multi-rank jobs at once could share (a 2-rank
+  mixture test hung with 3 workers; that this was the cause is likely, not proven);
 - every other test file is its own group, so a module's shared launch (a module-scoped torchrun,
   a trained reference) runs once, on one worker.
 The groups go out longest first (multinode, Slurm, mosaic, then the files in collection order), so
@@ -17,11 +17,10 @@ the longest one does not start last. In one process (no xdist) nothing here appl
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+from support.tiers import TESTS
+
 FIRST = ("multinode", "slurm", "mosaic")   # the groups that take longest, in the order they go out
 
 
