@@ -60,3 +60,17 @@ def forget_iterator(loader: Any, batches: Any) -> None:
     the next iter(loader) starts new workers."""
     if batches is not None and getattr(loader, "_iterator", None) is batches:
         loader._iterator = None
+
+
+def param_fqns(model: torch.nn.Module) -> dict[int, str]:
+    """id(parameter) -> the name get_state_dict gives it (torch's own `_get_fqns`: without the
+    prefixes of torch.compile, DDP and activation-checkpoint wrappers). A parameter that maps to
+    several names (FSDP1's flat parameters) is left out."""
+    from torch.distributed.checkpoint.state_dict import _get_fqns
+
+    names: dict[int, str] = {}
+    for name, param in model.named_parameters():
+        fqns = _get_fqns(model, name)
+        if len(fqns) == 1:
+            names[id(param)] = next(iter(fqns))
+    return names

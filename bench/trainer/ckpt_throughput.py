@@ -43,7 +43,9 @@ def shape_for(gb: float) -> tuple[int, int]:
     return width, max(1, round(gb * 1e9 / 12 / width**2))
 
 
-def run_side(side, layout, ranks, width, depth, prefix, tmp: Path, env) -> list[dict]:
+def run_side(side, layout, ranks, width, depth, prefix, tmp: Path, env, wrap: tuple[str, ...] = ()) -> list[dict]:
+    """One side as a fresh process (torchrun for 2+ ranks); `wrap` prefixes the command (e.g. a
+    network-namespace exec). Returns every rank's result."""
     run_dir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=tmp))
     args = [str(HERE / "ckpt_side.py"), side, layout, str(width), str(depth), prefix, str(run_dir)]
     if ranks == 1:
@@ -51,7 +53,7 @@ def run_side(side, layout, ranks, width, depth, prefix, tmp: Path, env) -> list[
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", *args]
     env = {**env, "TMPDIR": str(run_dir)}  # torchrun's torchelastic_* log folders go with the run's
-    proc = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run([*wrap, *cmd], cwd=HERE, env=env, capture_output=True, text=True, timeout=3600)
     shutil.rmtree(run_dir, ignore_errors=True)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -117,17 +119,27 @@ def main() -> None:
           f"boto3 upload_file / download_file + torch.load, {a.floor_part_mib} MiB parts, {a.floor_threads} threads; "
           f"1-min load average {min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f}), "
           f"{os.cpu_count()} CPUs")
-    print("| state | layout | ranks | save: foundry / floor | save MB/s foundry / floor | ratio | "
-          "restore: foundry / floor | restore MB/s foundry / floor | ratio | peak RSS MiB foundry / floor |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(table(rows)))
+
+
+def table(rows: list[dict], extra: tuple[str, ...] = ()) -> list[str]:
+    """Markdown rows, one per (state, layout, ranks[, each key in `extra`]): medians, MB/s, ratios, peak RSS."""
+    head = "| state | layout | ranks | " + "".join(f"{k} | " for k in extra)
+    out = [head + "save: foundry / floor | save MB/s foundry / floor | ratio | "
+           "restore: foundry / floor | restore MB/s foundry / floor | ratio | peak RSS MiB foundry / floor |",
+           "|---" * (9 + len(extra)) + "|---|"]
     for r in rows:
         f, b = r["foundry"], r["floor"]
         mb = f["bytes"] / 1e6
-        print(f"| {mb / 1000:.2f} GB | {r['layout']} | {r['ranks']} | {f['save_s']:.2f} s / {b['save_s']:.2f} s | "
-              f"{mb / f['save_s']:.0f} / {b['bytes'] / 1e6 / b['save_s']:.0f} | {(mb / f['save_s']) / (b['bytes'] / 1e6 / b['save_s']):.2f} | "
-              f"{f['restore_s']:.2f} s / {b['restore_s']:.2f} s | {mb / f['restore_s']:.0f} / "
-              f"{b['bytes'] / 1e6 / b['restore_s']:.0f} | {(mb / f['restore_s']) / (b['bytes'] / 1e6 / b['restore_s']):.2f} | "
-              f"{f['rss_mib']:.0f} / {b['rss_mib']:.0f} |")
+        out.append(f"| {mb / 1000:.2f} GB | {r['layout']} | {r['ranks']} | " + "".join(f"{r[k]} | " for k in extra)
+                   + f"{f['save_s']:.2f} s / {b['save_s']:.2f} s | "
+                   f"{mb / f['save_s']:.0f} / {b['bytes'] / 1e6 / b['save_s']:.0f} | "
+                   f"{(mb / f['save_s']) / (b['bytes'] / 1e6 / b['save_s']):.2f} | "
+                   f"{f['restore_s']:.2f} s / {b['restore_s']:.2f} s | {mb / f['restore_s']:.0f} / "
+                   f"{b['bytes'] / 1e6 / b['restore_s']:.0f} | "
+                   f"{(mb / f['restore_s']) / (b['bytes'] / 1e6 / b['restore_s']):.2f} | "
+                   f"{f['rss_mib']:.0f} / {b['rss_mib']:.0f} |")
+    return out
 
 
 if __name__ == "__main__":

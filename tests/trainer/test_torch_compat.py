@@ -68,3 +68,24 @@ def test_dataloader_workers_shut_down_and_the_iterator_is_forgotten():
     tc.forget_iterator(loader, batches)
     assert next(iter(loader)).tolist() == [0, 1]   # a fresh iterator, with new workers
     assert tc.loader_workers(iter(torch.utils.data.DataLoader([1, 2]))) == []
+
+
+@pytest.mark.slow
+def test_param_fqns_are_the_names_get_state_dict_gives(mesh):
+    """The sharded restore finds each parameter's saved optimizer state by these names: plain, under
+    FSDP2 (fully_shard keeps names), and through an activation-checkpoint wrapper (prefix dropped)."""
+    from torch.distributed._composable.fsdp import fully_shard
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(checkpoint_wrapper(torch.nn.Linear(4, 4)), torch.nn.Linear(4, 1))
+    fully_shard(model[1], mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters())
+    names = tc.param_fqns(model)
+    assert sorted(names.values()) == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    _, osd = get_state_dict(model, [opt], options=StateDictOptions(full_state_dict=False))
+    assert set(osd["state"]) == set(names.values())

@@ -24,7 +24,7 @@ from foundry.plugins.storage import split_parent
 from . import store_ops
 from .format import MANIFEST, Manifest
 from .safe import check_dcp_metadata, load_file
-from .state import apply_model_optim_state, model_optim_state
+from .state import apply_model_optim_state, model_optim_state, reserve_optim_state_from_metadata
 
 FILE_LAYOUT = "file"  # a single weights file, not a Foundry checkpoint folder
 
@@ -120,7 +120,9 @@ def restore(manifest: Manifest, folder: Path, model, optimizers: list, rank: int
         import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
-        check_dcp_metadata(folder, where)
+        metadata = check_dcp_metadata(folder, where)
+        if not weights_only:
+            reserve_optim_state_from_metadata(model, optimizers, metadata)
         state = model_optim_state(model, optimizers, full=False)
         if weights_only:
             state = {"model": state["model"]}

@@ -76,12 +76,12 @@ class _MetadataUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def check_dcp_metadata(folder: Path, where: str) -> None:
-    """Unpickle DCP's .metadata with the allow-list before torch.distributed.checkpoint does."""
+def check_dcp_metadata(folder: Path, where: str) -> Any:
+    """Unpickle DCP's .metadata with the allow-list before torch.distributed.checkpoint does; return it."""
     path = Path(folder) / ".metadata"
     try:
         with open(path, "rb") as f:
-            _MetadataUnpickler(f).load()
+            return _MetadataUnpickler(f).load()
     except FileNotFoundError:
         raise CheckpointError(f"{where} has no .metadata (not a sharded checkpoint)") from None
     except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError) as exc:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-from ..torch_compat import dtensor_type, local_tensor
+from ..torch_compat import dtensor_type, local_tensor, param_fqns
 
 
 SCALARS = frozenset({type(None), bool, int, float, str})
@@ -193,6 +193,51 @@ def _reserve_optim_state(optimizers: list, saved: dict[str, Any]) -> None:
     owner = {id(p): opt for opt in optimizers for g in opt.param_groups for p in g["params"]}
     for param, values in reserved:
         owner[id(param)].state[param] = values
+
+
+def reserve_optim_state_from_metadata(model, optimizers: list, metadata: Any) -> bool:
+    """Give fresh optimizers uninitialized state shaped as a sharded (DCP) checkpoint lists it, so
+    that get_state_dict, which the sharded restore needs for tensors to load into, skips torch's
+    zero-gradient step (40% of restoring 0.3 GB of AdamW state on CPU). DCP then fills every
+    value in place. Done only when every parameter's saved state is tensors shaped like the
+    parameter (its global shape) or scalars; a parameter without saved state (frozen) gets none, as
+    torch would give it. Returns whether anything was reserved; otherwise torch initializes."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    if not optimizers or any(opt.state for opt in optimizers):
+        return False
+    by_param: dict[str, dict[str, Any]] = {}
+    for key, entry in (getattr(metadata, "state_dict_metadata", None) or {}).items():
+        if key.startswith("optim.state."):
+            owner, _, name = key[len("optim.state."):].rpartition(".")
+            by_param.setdefault(owner, {})[name] = entry
+    fqn_of = param_fqns(model)
+    reserved: list[tuple[Any, torch.optim.Optimizer, dict]] = []
+    for opt in optimizers:
+        for group in opt.param_groups:
+            for param in group["params"]:
+                if param.grad is not None or id(param) not in fqn_of:
+                    return False
+                values = {}
+                for name, entry in by_param.pop(fqn_of[id(param)], {}).items():
+                    if not isinstance(entry, TensorStorageMetadata):
+                        return False
+                    dtype = entry.properties.dtype
+                    if len(entry.size) == 0:
+                        values[name] = torch.empty((), dtype=dtype)
+                    elif tuple(entry.size) == tuple(param.shape):
+                        values[name] = torch.empty_like(param, dtype=dtype, requires_grad=False)
+                    else:
+                        return False
+                if values:
+                    reserved.append((param, opt, values))
+    if by_param:  # saved state no parameter here accounts for (nested values, other names): torch decides
+        return False
+    if not reserved:
+        return False
+    for param, opt, values in reserved:
+        opt.state[param] = values
+    return True
 
 
 def _load_param_groups(optimizers: list, saved: list[dict[str, Any]]) -> None:
