@@ -43,9 +43,44 @@ def trainer(layout, width, depth, url, run_dir, steps, save_every, callbacks, au
                    autoresume=autoresume, save_overwrite=not autoresume)
 
 
+def time_stages(stages: dict) -> None:
+    """Accumulate seconds per stage of Foundry's save and restore (module functions wrapped in place),
+    for the bench's "where the time goes" table. Stages may overlap their parents (upload holds verify)."""
+    import functools
+
+    import torch.distributed.checkpoint as dcp
+
+    from foundry.trainer.checkpoint import loader, saver, store_ops
+
+    def wrap(owner, name, label):
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                stages[label] = stages.get(label, 0.0) + time.perf_counter() - start
+        setattr(owner, name, timed)
+
+    for owner, name, label in (
+            (saver.torch, "save", "save: torch.save"), (dcp, "save", "save: dcp.save"),
+            (store_ops, "upload_files", "save: upload (hash in pass, verify)"),
+            (store_ops, "verify_object", "save: verify in store"), (store_ops, "publish", "save: publish"),
+            (store_ops, "prune", "save: prune"),
+            (loader, "download", "restore: download (sha256 in pass)"), (loader, "restore", "restore: load into model"),
+            (loader, "load_file", "restore: torch.load"), (dcp, "load", "restore: dcp.load"),
+            (loader, "model_optim_state", "restore: get_state_dict"),
+            (loader, "apply_model_optim_state", "restore: set_state_dict")):
+        wrap(owner, name, label)
+
+
 def foundry_side(layout, width, depth, prefix, run_dir) -> dict:
     url = f"s3://{prefix}"
-    out: dict = {}
+    out: dict = {"stages": {}}
+    running: dict = {}
+    time_stages(running)
 
     class TimeSave:
         """Wraps the saver's save: the hand-off returns, then the training thread just waits."""
@@ -58,9 +93,12 @@ def foundry_side(layout, width, depth, prefix, run_dir) -> dict:
             saver._bench_wrapped = True
 
             def save(*args, **kwargs):
+                before = dict(running)
                 name = original(*args, **kwargs)
                 start = time.perf_counter()
                 saver._done.wait()
+                if "save_s" not in out:  # the first save only
+                    out["stages"].update({k: v - before.get(k, 0.0) for k, v in running.items()})
                 out.setdefault("save_s", time.perf_counter() - start)
                 out.setdefault("stall_s", saver.last_stall_s)
                 return name
@@ -74,8 +112,10 @@ def foundry_side(layout, width, depth, prefix, run_dir) -> dict:
     class Ready:
         def fit_start(self, t):
             out["restore_s"] = time.perf_counter() - out.pop("_fit")
+            out["stages"].update({k: v for k, v in running.items() if k.startswith("restore")})
 
     t = trainer(layout, width, depth, url, f"{run_dir}/restore", 3, 100, [Ready()], autoresume=True)
+    running.clear()
     out["_fit"] = time.perf_counter()
     t.fit()
     assert t.checkpoints.resumed_from, "did not resume"

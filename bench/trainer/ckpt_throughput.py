@@ -68,6 +68,8 @@ def summarize(results: list[list[dict]]) -> dict:
             "restore_s": med(max(r["restore_s"] for r in rep) for rep in results),
             "bytes": results[0] and sum(r["bytes"] for r in results[0]),
             "rss_mib": max(r["rss_mib"] for rep in results for r in rep),
+            "stages": {k: med(max(r.get("stages", {}).get(k, 0.0) for r in rep) for rep in results)
+                       for k in dict.fromkeys(k for rep in results for r in rep for k in r.get("stages", {}))},
             "save_each": [max(r["save_s"] for r in rep) for rep in results],
             "restore_each": [max(r["restore_s"] for r in rep) for rep in results]}
 
@@ -120,6 +122,20 @@ def main() -> None:
           f"1-min load average {min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f}), "
           f"{os.cpu_count()} CPUs")
     print("\n".join(table(rows)))
+    print("\nWhere Foundry's time goes (seconds, median of the slowest rank; a stage includes the ones indented "
+          "under it in the code, e.g. upload includes verify):")
+    print("\n".join(stage_table(rows)))
+
+
+def stage_table(rows: list[dict]) -> list[str]:
+    names = list(dict.fromkeys(k for r in rows for k in r["foundry"].get("stages", {})))
+    out = ["| stage | " + " | ".join(f"{r['gb']:g} GB {r['layout']} x{r['ranks']}" for r in rows) + " |",
+           "|---" * (len(rows) + 1) + "|"]
+    out.append("| save, all (hand-off to latest) | " + " | ".join(f"{r['foundry']['save_s']:.2f}" for r in rows) + " |")
+    out.append("| restore, all (fit to first step) | " + " | ".join(f"{r['foundry']['restore_s']:.2f}" for r in rows) + " |")
+    for name in names:
+        out.append(f"| {name} | " + " | ".join(f"{r['foundry']['stages'].get(name, 0.0):.2f}" for r in rows) + " |")
+    return out
 
 
 def table(rows: list[dict], extra: tuple[str, ...] = ()) -> list[str]:
