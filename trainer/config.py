@@ -22,6 +22,27 @@ BARE_INT_UNIT = {"max_duration": TimeUnit.EPOCH, "save_interval": TimeUnit.EPOCH
                  "log_interval": TimeUnit.BATCH, "console_log_interval": TimeUnit.BATCH}
 
 
+TRANSFER_KEYS = ("part_size", "concurrency", "multipart_threshold")
+MIN_PART = 5 << 20  # S3's smallest part but the last
+
+
+def check_transfer(options: dict[str, int] | None) -> None:
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise ConfigError("checkpoint_transfer must be a dict", hint=f"keys: {', '.join(TRANSFER_KEYS)}")
+    for key, value in options.items():
+        if key not in TRANSFER_KEYS:
+            raise ConfigError(f"checkpoint_transfer: unknown setting {key!r}",
+                              hint=f"it takes {', '.join(TRANSFER_KEYS)}; credentials and endpoints come from "
+                                   "the environment or `foundry create secret`, never from a checkpoint's config")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"checkpoint_transfer: {key} must be a positive int, not {value!r}")
+    if options.get("part_size", MIN_PART) < MIN_PART:
+        raise ConfigError(f"checkpoint_transfer: part_size {options['part_size']} is below 5 MiB",
+                          hint="object stores reject smaller parts")
+
+
 @dataclass
 class TrainerConfig:
     run_name: str
@@ -35,6 +56,10 @@ class TrainerConfig:
     autoresume: bool = False
     checkpoint_layout: str = "full"
     checkpoint_upload_priority: str = "low"  # CPU priority of the background save: checkpoint/upload_priority.py
+    # part_size, concurrency, multipart_threshold of the checkpoint's own transfers (the store's
+    # defaults otherwise: 8 MiB, 8, 8 MiB); transfer settings only, since the config is saved
+    # inside every checkpoint: credentials come from the environment or a secret
+    checkpoint_transfer: dict[str, int] | None = None
     eval_interval: str = "1ep"
     device: str = "auto"
     precision: str = "auto"  # bf16 on a capable GPU, fp32 on CPU (trainer/precision.py)
@@ -57,6 +82,7 @@ class TrainerConfig:
         if self.checkpoint_layout not in ("full", "sharded"):
             raise ConfigError(f"unknown checkpoint_layout {self.checkpoint_layout!r}", hint="use full or sharded")
         check_priority(self.checkpoint_upload_priority)
+        check_transfer(self.checkpoint_transfer)
         if self.device_train_microbatch_size is not None:  # imported here: the config stays torch-free
             from .microbatch import check_microbatch_size
 

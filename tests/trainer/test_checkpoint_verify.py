@@ -96,3 +96,41 @@ def test_download_checked_against_the_bytes_as_they_arrive(tmp_path, s3_bucket):
     store.put_file("ep0-ba1/state.pt", _file(tmp_path / "other.pt", 20 * MiB, seed=b"e"))  # same size, other bytes
     with pytest.raises(CheckpointError, match="corrupt"):
         store_ops.download_verified(store, "ep0-ba1", tmp_path / "again")
+
+
+def _tiny_trainer(save_folder: str, run_dir: Path, **settings):
+    import torch
+
+    from foundry.trainer import Trainer
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 1))  # ~12.6 MB with AdamW
+    batches = [(torch.randn(4, 1024), torch.randn(4, 1)) for _ in range(2)]
+    return Trainer(run_name="xfer", model=model, train_dataloader=batches, max_duration="2ba",
+                   loss_fn=torch.nn.functional.mse_loss, save_folder=save_folder, save_interval="2ba",
+                   device="cpu", run_dir=str(run_dir), progress_bar=False, **settings)
+
+
+def test_checkpoint_transfer_sets_the_part_size_of_saves_and_restores(tmp_path, s3_bucket):
+    xfer = {"part_size": 5 * MiB, "concurrency": 2, "multipart_threshold": 5 * MiB}
+    _tiny_trainer(s3_bucket.url, tmp_path / "a", checkpoint_transfer=xfer).fit()
+    store = open_store(s3_bucket.url)
+    info = store.head("ep0-ba2/state.pt")
+    assert info.etag.endswith(f"-{-(-info.size // (5 * MiB))}")  # 5 MiB parts, not the default 8 MiB
+    resumed = _tiny_trainer(s3_bucket.url, tmp_path / "b", checkpoint_transfer=xfer, autoresume=True)
+    resumed.fit(max_duration="2ba")
+    assert resumed.checkpoints.resumed_from == "ep0-ba2"
+
+
+@pytest.mark.parametrize("xfer, message", [
+    ({"access_key_id": "AKIA..."}, "unknown setting 'access_key_id'"),
+    ({"part_size": 1 << 20}, "below 5 MiB"),
+    ({"concurrency": 0}, "positive int"),
+    ([("part_size", 8)], "must be a dict"),
+])
+def test_checkpoint_transfer_takes_transfer_settings_only(xfer, message):
+    from foundry.plugins.errors import ConfigError
+    from foundry.trainer.config import TrainerConfig
+
+    with pytest.raises(ConfigError, match=message):
+        TrainerConfig(run_name="r", max_duration="1ba", checkpoint_transfer=xfer)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from foundry.plugins.errors import CheckpointError, ObjectNotFoundError
-from foundry.plugins.manager import open_store
+from foundry.plugins.manager import open_store as _open_store
 from foundry.plugins.storage import split_parent
 
 from . import store_ops
@@ -29,8 +29,12 @@ from .state import apply_model_optim_state, model_optim_state, reserve_optim_sta
 FILE_LAYOUT = "file"  # a single weights file, not a Foundry checkpoint folder
 
 
-def open_checkpoint_source(url: str):
-    """(store of the save folder, checkpoint name or None for 'the latest loadable', file name or None)."""
+def open_checkpoint_source(url: str, options: dict[str, Any] | None = None):
+    """(store of the save folder, checkpoint name or None for 'the latest loadable', file name or None);
+    every store opened with `options` (transfer settings)."""
+    def open_store(where: str):
+        return _open_store(where, options)
+
     store = open_store(url)
     if store.exists(MANIFEST):
         parent, name = split_parent(store.url if "://" in url else url)
@@ -50,10 +54,11 @@ def open_checkpoint_source(url: str):
     return parent, None, fname
 
 
-def download(url: str, dest_root: Path) -> tuple[Manifest, Path, str] | None:
+def download(url: str, dest_root: Path, options: dict[str, Any] | None = None) -> tuple[Manifest, Path, str] | None:
     """Download the checkpoint `url` names (verified), or the newest loadable one of a save folder:
-    (manifest, local folder, its URL). None when a save folder holds no checkpoint at all."""
-    store, name, fname = open_checkpoint_source(url)
+    (manifest, local folder, its URL). None when a save folder holds no checkpoint at all. `options`:
+    the stores' transfer settings (the Trainer's checkpoint_transfer)."""
+    store, name, fname = open_checkpoint_source(url, options)
     shutil.rmtree(dest_root, ignore_errors=True)
     if fname is not None:
         dest = dest_root / "file"

@@ -46,7 +46,7 @@ class CheckpointSession:
         self.cfg = cfg
         self.env = env
         self.staging = run_dir / "checkpoints"
-        self.store = open_store(cfg.save_url) if cfg.save_url else None
+        self.store = open_store(cfg.save_url, cfg.checkpoint_transfer) if cfg.save_url else None
         self.saver: CheckpointSaver | None = None
         self.resumed_from: str | None = None
         self.last_saved: str | None = None
@@ -87,7 +87,7 @@ class CheckpointSession:
         """((manifest, local folder, URL) or None, weights_only): autoresume's, else load_path's."""
         found, weights_only = None, False
         if self.cfg.autoresume:
-            found = node.fetch(lambda dest: loader.download(self.cfg.save_url, dest))
+            found = node.fetch(lambda dest: loader.download(self.cfg.save_url, dest, self.cfg.checkpoint_transfer))
             if found and found[0].run_name != self.cfg.run_name:
                 raise CheckpointError(f"{self.cfg.save_url} holds checkpoints of run {found[0].run_name!r}, "
                                       f"not {self.cfg.run_name!r}", hint="put {run_name} in save_folder")
@@ -99,7 +99,7 @@ class CheckpointSession:
         if found is None:
             self._check_overwrite()
             if self.cfg.load_path:
-                found = node.fetch(lambda dest: loader.download(self.cfg.load_path, dest))
+                found = node.fetch(lambda dest: loader.download(self.cfg.load_path, dest, self.cfg.checkpoint_transfer))
                 if found is None:
                     raise CheckpointError(f"no checkpoint at load_path {self.cfg.load_path}")
                 weights_only = self.cfg.load_weights_only or found[0].layout == loader.FILE_LAYOUT
