@@ -36,7 +36,11 @@ def trainer(layout, width, depth, url, run_dir, steps, save_every, callbacks, au
     from foundry.trainer import Trainer
 
     par = "fsdp" if world()[1] > 1 else "none"
-    return Trainer(run_name="ckpt-bench", model=mlp(width, depth), train_dataloader=data(width, steps, 8),
+    xfer = None
+    if os.environ.get("FOUNDRY_PART_MIB"):  # else the store's defaults
+        part = int(os.environ["FOUNDRY_PART_MIB"]) * MiB
+        xfer = {"part_size": part, "multipart_threshold": part, "concurrency": int(os.environ["FOUNDRY_THREADS"])}
+    return Trainer(checkpoint_transfer=xfer, run_name="ckpt-bench", model=mlp(width, depth), train_dataloader=data(width, steps, 8),
                    max_duration=f"{steps}ba", loss_fn=torch.nn.functional.mse_loss, save_folder=url,
                    save_interval=f"{save_every}ba", checkpoint_layout=layout, device="cpu", parallelism=par,
                    run_dir=run_dir, progress_bar=False, console_log_interval=10**9, callbacks=callbacks,

@@ -82,6 +82,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--floor-part-mib", type=int, default=16)
     p.add_argument("--floor-threads", type=int, default=16)
+    p.add_argument("--foundry-part-mib", type=int, help="Trainer(checkpoint_transfer=...) part size (default: the store's, 8)")
+    p.add_argument("--foundry-threads", type=int, default=8, help="... and threads, with --foundry-part-mib")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
@@ -91,6 +93,8 @@ def main() -> None:
     weed, server = start_seaweedfs(tmp / "weed")
     env = {**os.environ, **server.env(), "FLOOR_PART_MIB": str(a.floor_part_mib),
            "FLOOR_THREADS": str(a.floor_threads), "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1",
+           **({"FOUNDRY_PART_MIB": str(a.foundry_part_mib), "FOUNDRY_THREADS": str(a.foundry_threads)}
+              if a.foundry_part_mib else {}),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     bucket = server.create_bucket("ckpt-bench")
     loads = [os.getloadavg()[0]]
@@ -119,6 +123,7 @@ def main() -> None:
         return
     print(f"\nSeaweedFS on loopback, {a.reps} interleaved reps, medians of the slowest rank; floor: torch.save + "
           f"boto3 upload_file / download_file + torch.load, {a.floor_part_mib} MiB parts, {a.floor_threads} threads; "
+          f"foundry: {f'{a.foundry_part_mib} MiB parts, {a.foundry_threads} threads' if a.foundry_part_mib else 'the store defaults'}; "
           f"1-min load average {min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f}), "
           f"{os.cpu_count()} CPUs")
     print("\n".join(table(rows)))
