@@ -9,6 +9,9 @@ ledger holds nothing live. Prints the time from `foundry run` to the first train
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,23 +44,38 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nplaced: {addresses.history}; errors: {addresses.errors}") from None
         launched_s = time.monotonic() - t0
-        wait_for(lambda: steps(run_dir) or ended(json.loads(foundry("describe", "run", "on-ec2", "--json"))),
-                 timeout=300, poll=0.2, what="the first training step")
-        first_step_s = time.monotonic() - t0
-        # the logs are read over SSH from the instances: while they run (terminated, they are gone)
-        # (polled: the ranks' first lines reach their log files a moment after the first step's record)
+        # The logs are read over SSH from the instances, so only while they are there: read them before
+        # anything reconciles the run. `foundry logs` does not (no watchdog runs here), but each
+        # `foundry describe` does, and the one that finds the job done terminates the instances. The
+        # job's 12 steps take well under a second: on a loaded machine one `describe` of a wait for the
+        # first step (30 s long there) began before it and ended the run, and the logs were gone.
         early_log = ""
+        tries: list[str] = []   # each `foundry logs`: when, how long, its exit, what it says of a host it could not read
 
         def both_hosts_logged():
             nonlocal early_log
-            early_log = foundry("logs", "on-ec2")
+            t = time.monotonic()
+            proc = subprocess.run([str(Path(sys.executable).parent / "foundry"), "logs", "on-ec2"],
+                                  capture_output=True, text=True, timeout=120)
+            early_log = proc.stdout
+            said = [line for line in early_log.splitlines() if "[foundry]" in line]   # why a host gave nothing
+            tries.append(f"+{t - t0:.1f}s took {time.monotonic() - t:.1f}s exit {proc.returncode}, "
+                         f"{len(early_log.splitlines())} lines {' '.join(said)[-600:]} {proc.stderr.strip()[-600:]}")
             found = {line.split("host=")[1].split()[0] for line in early_log.splitlines() if "rank-env host=" in line}
-            return found if len(found) == 2 else None
+            if len(found) == 2:
+                return found
+            if len(re.findall(r"\[launcher\] [\d:]+ \S+: job \w+", early_log)) == 2:   # both hosts' jobs ended
+                raise AssertionError(f"the job ended without both hosts' rank-env lines:\n{early_log[-3000:]}")
+            return None
 
         try:
-            hosts = wait_for(both_hosts_logged, timeout=120, poll=1, what="both hosts' rank-env lines in the logs")
+            hosts = wait_for(both_hosts_logged, timeout=300, poll=1, what="both hosts' rank-env lines in the logs")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}:\n{early_log[-3000:]}") from None
+            raise AssertionError(f"{exc}\n`foundry logs` tries:\n" + "\n".join(tries[-8:]) +
+                                 f"\nlast log:\n{early_log[-3000:]}") from None
+        wait_for(lambda: steps(run_dir) or ended(json.loads(foundry("describe", "run", "on-ec2", "--json"))),
+                 timeout=300, poll=0.2, what="the first training step")
+        first_step_s = time.monotonic() - t0
 
         made = [i for r in ec2_api.client().describe_instances()["Reservations"] for i in r["Instances"]]
         assert len(made) == 2 and {i["InstanceType"] for i in made} == {"g5.xlarge"}
@@ -80,6 +98,7 @@ def test_a_run_on_two_moto_instances_trains_on_the_nodes_and_terminates_them(ec2
         assert json.loads(foundry("get", "instances", "--json")) == []
         assert ec2_api.live_instances() == []
         print(f"\nec2 (moto + namespace nodes): foundry run returned (instances up, SSH answered, job started) "
-              f"{launched_s:.1f} s; first training step {first_step_s:.1f} s after `foundry run`")
+              f"{launched_s:.1f} s; first training step {first_step_s:.1f} s after `foundry run`; both hosts' lines "
+              f"in `foundry logs` at try {len(tries)}")
     finally:
         addresses.stop()

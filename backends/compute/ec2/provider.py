@@ -225,6 +225,15 @@ class Ec2Provider:
         return "; ".join(ended)
 
     def logs(self, handle: JobHandle, follow: bool = False, rank: int | None = None) -> Iterator[str]:
+        """The job's logs, read over ssh from the instances: only while they are there. Once they are
+        terminated, one `[foundry]` line says so (at once, not after ssh's timeouts on addresses gone)."""
+        record = self.ledger.get(handle.data["token"]) or {}
+        if record.get("state") == "terminated":
+            ended = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("ended_at") or time.time()))
+            return iter([f"[foundry] no logs: they were on the instances of job {handle.job_id} "
+                         f"({', '.join(handle.data['instance_ids'])}), terminated when it ended ({ended}); "
+                         f"`foundry logs {handle.data['ssh'].get('run_name') or 'NAME'} --follow` reads them while "
+                         "the run is active"])
         return self._ssh(handle.data["hosts"]).logs(self._ssh_handle(handle), follow=follow, rank=rank)
 
     def stop(self, handle: JobHandle, graceful: bool = True) -> None:

@@ -308,7 +308,10 @@ class SshProvider:
 
     def logs(self, handle: JobHandle, follow: bool = False, rank: int | None = None) -> Iterator[str]:
         """Every host's job.log (lines prefixed with the host when there are several), or one rank's
-        log from the host that ran it."""
+        log from the host that ran it. A host whose log could not be read (ssh failed or timed out) is
+        never passed over in silence: after what the others gave, one `[foundry]` line per such host
+        says why (a line, not an error: following a run goes on past a lost host, and the TUI and
+        the failure reason read logs too)."""
         hosts = self._hosts(handle)
         if rank is None:
             sources = [(h, e, f"{e['job_dir']}/job.log", f"[{h.addr}] " if len(hosts) > 1 else "") for h, e in hosts]
@@ -317,6 +320,7 @@ class SshProvider:
         offsets = [0] * len(sources)
         pending = [b""] * len(sources)
         owner: int | None = None          # for a rank: the host whose file has content
+        failed: dict[int, str] = {}       # source -> why its last read failed (a read that works clears it)
         while True:
             got = False
             for i, (host, entry, path, prefix) in enumerate(sources):
@@ -324,8 +328,10 @@ class SshProvider:
                     continue
                 try:
                     chunk = self._agent(host, entry["python"], "read", path, str(offsets[i]), timeout=30)
-                except ProviderError:
+                except ProviderError as exc:   # followed: asked again on the next pass
+                    failed[i] = exc.message
                     continue
+                failed.pop(i, None)
                 if not chunk:
                     continue
                 got = True
@@ -345,6 +351,11 @@ class SshProvider:
         for i, rest in enumerate(pending):
             if rest:
                 yield sources[i][3] + rest.decode(errors="replace")
+        if owner is not None:   # one rank's log: the hosts that do not hold it do not matter
+            failed = {i: why for i, why in failed.items() if i == owner}
+        what = f"rank {rank}'s log" if rank is not None else "the job's log"
+        for i in sorted(failed):
+            yield f"{sources[i][3]}[foundry] {what} on {sources[i][0]} could not be read: {failed[i]}"
 
     # ---- stopping
     def stop(self, handle: JobHandle, graceful: bool = True) -> None:

@@ -37,3 +37,17 @@ def test_bad_options_are_refused_in_one_line(options, says):
 def test_create_cluster_refuses_a_bad_option_with_exit_2(cli):
     code, out, err = cli("create", "cluster", "aws", "--provider", "ec2", "-o", "instance_type=t3.micro")
     assert code == 2 and "needs a region" in out + err
+
+
+def test_the_logs_of_a_job_whose_instances_were_terminated_say_so_at_once(tmp_path):
+    from foundry.backends.compute.ec2.provider import Ec2Provider
+    from foundry.plugins.compute import JobHandle
+
+    p = Ec2Provider({"name": "aws", "region": "us-east-1", "instance_type": "t3.micro",
+                     "state_dir": str(tmp_path / "state")})
+    p.ledger.write("tok", state="terminated", instance_ids=["i-1", "i-2"], ended_at=0.0)
+    handle = JobHandle("ec2", "aws", "ec2-tok", {"token": "tok", "instance_ids": ["i-1", "i-2"], "hosts": ["10.0.0.1"],
+                                                 "ssh_job_id": "ssh-1", "ssh": {"hosts": []}})
+    (line,) = p.logs(handle)   # no ssh tried (the addresses are gone: each try would wait for ssh's timeouts)
+    assert line.startswith("[foundry] no logs: they were on the instances of job ec2-tok (i-1, i-2), terminated")
+    assert "--follow" in line

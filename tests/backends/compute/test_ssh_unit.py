@@ -146,6 +146,36 @@ def test_a_host_is_lost_only_on_evidence(tmp_path, monkeypatch, first, second, s
         assert answers["root@10.0.0.1"]["alive"] is False
 
 
+def test_a_log_that_could_not_be_read_says_why_instead_of_coming_back_empty(tmp_path, monkeypatch):
+    from foundry.plugins.compute import JobHandle
+
+    p = provider(tmp_path)
+    gone = HostUnreachable("ssh ubuntu@10.0.0.2:2222: connect to host 10.0.0.2 port 2222: No route to host", definite=True)
+    answers = {"root@10.0.0.1": b"one\ntwo\n", "ubuntu@10.0.0.2:2222": gone}
+
+    def agent(host, python, *args, **kw):
+        answer = answers[str(host)]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer[int(args[2]):]
+    monkeypatch.setattr(p, "_agent", agent)
+    handle = JobHandle("ssh", "fleet", "ssh-1", {"nodes": 2, "hosts": [
+        {"host": "root@10.0.0.1", "python": "py", "job_dir": "/j"},
+        {"host": "ubuntu@10.0.0.2:2222", "python": "py", "job_dir": "/j"}]})
+    assert list(p.logs(handle)) == [   # what the host that answered gave, then why the other gave nothing
+        "[10.0.0.1] one", "[10.0.0.1] two",
+        "[10.0.0.2] [foundry] the job's log on ubuntu@10.0.0.2:2222 could not be read: ssh ubuntu@10.0.0.2:2222: "
+        "connect to host 10.0.0.2 port 2222: No route to host"]
+    answers["root@10.0.0.1"] = gone
+    assert [line.split(" could not")[0] for line in p.logs(handle)] == [
+        "[10.0.0.1] [foundry] the job's log on root@10.0.0.1", "[10.0.0.2] [foundry] the job's log on ubuntu@10.0.0.2:2222"]
+    answers["ubuntu@10.0.0.2:2222"] = b"x\n"   # one rank's log: found on the second host, the first does not matter
+    assert list(p.logs(handle, rank=1)) == ["x"]
+    monkeypatch.setattr(p, "status", lambda h: type("S", (), {"state": JobState.COMPLETED})())
+    followed = list(p.logs(handle, follow=True))   # followed: the same, once the job has ended
+    assert followed == ["[10.0.0.2] x", f"[10.0.0.1] [foundry] the job's log on root@10.0.0.1 could not be read: {gone.message}"]
+
+
 def test_the_key_is_a_0600_file_and_never_on_a_plan(tmp_path):
     path = materialize_key(tmp_path / "state", KEY)
     assert path.read_bytes() == KEY and (path.stat().st_mode & 0o777) == 0o600
