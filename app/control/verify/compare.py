@@ -38,6 +38,12 @@ HINTS = {
     "final": "the final parameters differ although every logged loss matched: a step after the last logged "
              "one, or state the loss does not show, differs",
     "missing": "the stopped run did not log every step the straight run did: see its log",
+    # resumption 0 of the stopped run is a fresh process, like the straight run, until its first stop
+    "fresh": "the two runs differ before any stop: nothing was restored yet, so this is not the resume; "
+             "two fresh runs of the same command do not compute the same (nondeterministic kernels: try "
+             "deterministic_mode=True; a thread count or math library code path that differs between "
+             "processes, e.g. MKL on CPU, whose sqrt AdamW's update uses; randomness drawn outside the "
+             "global RNG)",
 }
 
 
@@ -139,7 +145,9 @@ def compare(world_size: int, straight: RunRecord, stopped: RunRecord) -> Compari
                                                      first_loss_step=fl[0] if fl else None,
                                                      loss=fl[1] if fl else None, straight_loss=fl[2] if fl else None)))
     first = min(diffs, key=lambda d: d[0])[1] if diffs else None
-    if first is not None:
+    if first is not None and first.resumption == 0 and first.resumed_from is None:
+        first.hint = HINTS["fresh"]
+    elif first is not None:
         first.hint = HINTS.get(first.parts[0]) or HINTS[part_family(first.parts[0])]
 
     final_equal, final_differing = _final(straight, stopped)
