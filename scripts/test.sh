@@ -42,8 +42,9 @@ if [[ $ALL == 1 ]]; then
   # Most of the full suite's time is tests waiting on the processes they started: FOUNDRY_TEST_WORKERS=N
   # pytest-xdist workers overlap those waits (3: ~25 min instead of ~49 on 2 cores), and what must not
   # overlap (namespace nodes, the machine's Slurm, mosaic's /dev/shm) stays on one worker
-  # (tests/support/parallel.py). Default 0, one process: with 3 workers two tests still fail (the
-  # ec2 run's logs over SSH come back empty; the GPT dropout verify sees two fresh runs differ).
+  # (tests/support/parallel.py). Default 0, one process: with 3 workers the GPT dropout verify-resume
+  # test saw two fresh runs differ after step 1 in 2 of 3 full runs (AdamW's update through MKL on CPU;
+  # trigger not found); the ec2 run's empty logs were a test race, fixed.
   WORKERS=${FOUNDRY_TEST_WORKERS:-0}
   if [[ $WORKERS -gt 0 ]]; then
     TIER=(-n "$WORKERS" --dist loadgroup --no-loadscope-reorder)
