@@ -176,7 +176,6 @@ def floor_side(layout, width, depth, prefix, run_dir) -> dict:
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
-    state = floor_state(model, opt, layout)
     client = boto3.session.Session().client(
         "s3", endpoint_url=os.environ["S3_ENDPOINT_URL"], region_name="us-east-1",
         config=Config(max_pool_connections=THREADS * 2, retries={"max_attempts": 3}))
@@ -190,6 +189,9 @@ def floor_side(layout, width, depth, prefix, run_dir) -> dict:
     if w > 1:
         dist.barrier()
     start = time.perf_counter()
+    # the full layout's gather under FSDP is part of writing its file (Foundry's save does it after the
+    # hand-off, in the background thread): timed here too
+    state = floor_state(model, opt, layout)
     if state is not None:
         torch.save(state, local)
         client.upload_file(str(local), bucket, key, Config=cfg)
