@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from foundry.plugins.errors import CheckpointError, ObjectNotFoundError
-from foundry.plugins.manager import open_store as _open_store
+from foundry.plugins.manager import open_store
 from foundry.plugins.storage import split_parent
 
 from . import store_ops
@@ -32,25 +32,25 @@ FILE_LAYOUT = "file"  # a single weights file, not a Foundry checkpoint folder
 def open_checkpoint_source(url: str, options: dict[str, Any] | None = None):
     """(store of the save folder, checkpoint name or None for 'the latest loadable', file name or None);
     every store opened with `options` (transfer settings)."""
-    def open_store(where: str):
-        return _open_store(where, options)
+    def opened(where: str):
+        return open_store(where, options)  # looked up here, at call time: tests wrap loader.open_store
 
-    store = open_store(url)
+    store = opened(url)
     if store.exists(MANIFEST):
         parent, name = split_parent(store.url if "://" in url else url)
-        return open_store(parent), name, None
+        return opened(parent), name, None
     if store_ops.read_latest(store) is not None or store_ops.list_checkpoints(store):
         return store, None, None
     try:
         parent_url, fname = split_parent(store.url)
     except Exception:
         return store, None, None
-    parent = open_store(parent_url)
+    parent = opened(parent_url)
     if not parent.exists(fname):
         return store, None, None
     if parent.exists(MANIFEST):  # a file inside one checkpoint's folder: that checkpoint
         folder_parent, name = split_parent(parent.url)
-        return open_store(folder_parent), name, None
+        return opened(folder_parent), name, None
     return parent, None, fname
 
 
