@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
-from pathlib import Path
 
-from wan_data_wait import ROOT, SCRIPTS, settings, s3_env, sh
-from wan_notice import remove_stale_sockets
+from wan_data_wait import ROOT
+from wan_notice import node_exec, wan_network
 
 sys.path.insert(0, str(ROOT / "bench" / "trainer"))
 from ckpt_throughput import run_side, shape_for, summarize, table  # noqa: E402  (one bench, two networks)
@@ -43,25 +39,14 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a TERM to the driver still tears down
-    work = Path(tempfile.mkdtemp(prefix="foundry-wan-ckpt-"))
-    mn = {**settings(work / "mn"), "TMPDIR": str(work)}  # weed's glog files land in TMPDIR, not /tmp
-    s3env = s3_env(mn)
     here = ROOT / "bench" / "trainer"
-    env = {**os.environ, **mn, **s3env, "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "FLOOR_PART_MIB": str(a.floor_part_mib), "FLOOR_THREADS": str(a.floor_threads),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
-    env.pop("FOUNDRY_METRICS_FILE", None)
     rows: list[dict] = []
     loads = [os.getloadavg()[0]]
-    try:
-        sh(mn, str(SCRIPTS / "up.sh"))
-        import boto3
-
-        boto3.client("s3", endpoint_url=s3env["S3_ENDPOINT_URL"], aws_access_key_id=s3env["AWS_ACCESS_KEY_ID"],
-                     aws_secret_access_key=s3env["AWS_SECRET_ACCESS_KEY"],
-                     region_name="us-east-1").create_bucket(Bucket="bench")
-        print(sh(mn, str(SCRIPTS / "wan.sh"), "on", "2", "20", "200mbit").strip(), file=sys.stderr)
+    with wan_network("foundry-wan-ckpt-") as (work, mn, s3env):
+        env = {**os.environ, **mn, **s3env, "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1",
+               "FLOOR_PART_MIB": str(a.floor_part_mib), "FLOOR_THREADS": str(a.floor_threads),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
+        env.pop("FOUNDRY_METRICS_FILE", None)
         for gb in (float(s) for s in a.sizes.split(",")):
             width, depth = shape_for(gb)
             for layout in a.layouts.split(","):
@@ -69,21 +54,15 @@ def main() -> int:
                 for rep in range(a.reps):
                     order = [(n, s) for n in (1, 2) for s in ("floor", "foundry")]
                     for node, side in (order if rep % 2 == 0 else order[::-1]):
-                        wrap = ("bash", "-c", f'. {SCRIPTS / "lib.sh"}; mn_exec {node} "$@"', "mn_exec")
                         prefix = f"bench/{gb}-{layout}/node{node}-{side}{rep}"
-                        got[(node, side)].append(run_side(side, layout, 1, width, depth, prefix, work, env, wrap))
+                        got[(node, side)].append(run_side(side, layout, 1, width, depth, prefix, work, env,
+                                                          node_exec(node)))
                         loads.append(os.getloadavg()[0])
                         print(f"{gb} GB {layout} {LINKS[node]} {side} rep {rep}: {got[(node, side)][-1]}",
                               file=sys.stderr, flush=True)
                 for node, link in LINKS.items():
                     rows.append({"gb": gb, "layout": layout, "ranks": 1, "link": link,
                                  "foundry": summarize(got[(node, "foundry")]), "floor": summarize(got[(node, "floor")])})
-    finally:
-        try:
-            sh({**mn, "WIPE": "1"}, str(SCRIPTS / "down.sh"))
-        finally:
-            remove_stale_sockets(int(mn["MN_S3_PORT"]))
-            shutil.rmtree(work, ignore_errors=True)
     if a.json:
         print(json.dumps(rows))
         return 0

@@ -13,6 +13,7 @@ medians (notice_s, SIGTERM -> exit 75, step, bytes on S3) LAN vs WAN and the WAN
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from wan_data_wait import ROOT, SCRIPTS, settings, s3_env, sh
 
@@ -52,6 +54,37 @@ def remove_stale_sockets(port: int) -> None:
                 sock.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def wan_network(prefix: str) -> Iterator[tuple[Path, dict[str, str], dict[str, str]]]:
+    """Bring up the 2-node `mnx` namespace network with its own SeaweedFS on the bridge, a `bench`
+    bucket and node2 behind 40 ms RTT / 200 Mbit; yield (work folder, multinode settings, S3 env).
+    Torn down on leaving, also on Ctrl-C, an error or a SIGTERM to the driver."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    mn = {**settings(work / "mn"), "TMPDIR": str(work)}  # weed's glog files land in TMPDIR, not /tmp
+    s3env = s3_env(mn)
+    try:
+        sh(mn, str(SCRIPTS / "up.sh"))
+        import boto3
+
+        boto3.client("s3", endpoint_url=s3env["S3_ENDPOINT_URL"], aws_access_key_id=s3env["AWS_ACCESS_KEY_ID"],
+                     aws_secret_access_key=s3env["AWS_SECRET_ACCESS_KEY"],
+                     region_name="us-east-1").create_bucket(Bucket="bench")
+        print(sh(mn, str(SCRIPTS / "wan.sh"), "on", "2", "20", "200mbit").strip(), file=sys.stderr)
+        yield work, mn, s3env
+    finally:
+        try:
+            sh({**mn, "WIPE": "1"}, str(SCRIPTS / "down.sh"))
+        finally:
+            remove_stale_sockets(int(mn["MN_S3_PORT"]))
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def node_exec(node: int) -> tuple[str, ...]:
+    """A command prefix that runs the rest on namespace node `node` (lib.sh's mn_exec)."""
+    return ("bash", "-c", f'. {SCRIPTS / "lib.sh"}; mn_exec {node} "$@"', "mn_exec")
+
+
 def table(rows: list[dict], reps: int, loads: list[float]) -> str:
     med = statistics.median
     out = [f"1 rank on CPU per node, SeaweedFS on the bridge, {reps} reps per link, medians; 1-minute load "
@@ -80,39 +113,25 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a TERM to the driver still tears down
-    work = Path(tempfile.mkdtemp(prefix="foundry-wan-notice-"))
-    mn = {**settings(work / "mn"), "TMPDIR": str(work)}  # weed's glog files land in TMPDIR, not /tmp
-    s3env = s3_env(mn)
-    env = {**os.environ, **mn, **s3env, "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1"}
-    env.pop("FOUNDRY_METRICS_FILE", None)
     rows: list[dict] = []
     loads = [os.getloadavg()[0]]
-    try:
-        sh(mn, str(SCRIPTS / "up.sh"))
+    with wan_network("foundry-wan-notice-") as (work, mn, s3env):
+        env = {**os.environ, **mn, **s3env, "FOUNDRY_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1"}
+        env.pop("FOUNDRY_METRICS_FILE", None)
         import boto3
 
         s3 = boto3.client("s3", endpoint_url=s3env["S3_ENDPOINT_URL"], aws_access_key_id=s3env["AWS_ACCESS_KEY_ID"],
                           aws_secret_access_key=s3env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-        s3.create_bucket(Bucket="bench")
-        print(sh(mn, str(SCRIPTS / "wan.sh"), "on", "2", "20", "200mbit").strip(), file=sys.stderr)
         for gb in (float(s) for s in a.sizes.split(",")):
             for rep in range(a.reps):
                 for node in ((1, 2) if rep % 2 == 0 else (2, 1)):
-                    wrap = ["bash", "-c", f'. {SCRIPTS / "lib.sh"}; mn_exec {node} "$@"', "mn_exec"]
                     prefix = f"{gb}/{rep}-node{node}"
-                    row = one(gb, f"s3://bench/{prefix}", work, env, wrap)
+                    row = one(gb, f"s3://bench/{prefix}", work, env, node_exec(node))
                     row.update(node=node, rep=rep, s3_bytes=stored_bytes(s3, "bench", prefix + "/"),
                                load=os.getloadavg()[0])
                     loads.append(row["load"])
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
-    finally:
-        try:
-            sh({**mn, "WIPE": "1"}, str(SCRIPTS / "down.sh"))
-        finally:
-            remove_stale_sockets(int(mn["MN_S3_PORT"]))
-            shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(rows) if a.json else "\n" + table(rows, a.reps, loads))
     return 0
 

@@ -39,6 +39,16 @@ def _step(model, opt) -> None:
     opt.step()
 
 
+def _assert_next_step_equal(model, opt, fresh_model, fresh_opt) -> None:
+    """One more step on both: parameters and optimizer state bit for bit equal."""
+    _step(model, opt)
+    _step(fresh_model, fresh_opt)
+    for a, b in zip(model.parameters(), fresh_model.parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(opt.state.values(), fresh_opt.state.values()):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def _saved(model, opt) -> dict:
     state = model_optim_state(model, [opt], full=True)
     return {"model": {k: v.clone() for k, v in state["model"].items()},
@@ -54,12 +64,7 @@ def test_fresh_adamw_continues_bit_for_bit():
     fresh_opt = torch.optim.AdamW(fresh_model.parameters(), lr=1e-2)
     apply_model_optim_state(fresh_model, [fresh_opt], saved, full=True)
     assert all(p.grad is None for p in fresh_model.parameters())
-    _step(model, opt)
-    _step(fresh_model, fresh_opt)
-    for a, b in zip(model.parameters(), fresh_model.parameters()):
-        assert torch.equal(a, b)
-    for a, b in zip(opt.state.values(), fresh_opt.state.values()):
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    _assert_next_step_equal(model, opt, fresh_model, fresh_opt)
 
 
 def test_saved_state_unlike_the_parameters_reserves_nothing():
@@ -107,12 +112,7 @@ def test_sharded_restore_skips_the_zero_step_and_continues_bit_for_bit(tmp_path)
     assert _sharded_restore(fresh_model, fresh_opt, tmp_path)
     assert steps == [] and all(p.grad is None for p in fresh_model.parameters())
     assert fresh_model[2].weight not in fresh_opt.state
-    _step(model, opt)
-    _step(fresh_model, fresh_opt)
-    for a, b in zip(model.parameters(), fresh_model.parameters()):
-        assert torch.equal(a, b)
-    for a, b in zip(opt.state.values(), fresh_opt.state.values()):
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    _assert_next_step_equal(model, opt, fresh_model, fresh_opt)
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")

@@ -191,8 +191,7 @@ def _reserve_optim_state(optimizers: list, saved: dict[str, Any]) -> None:
             # DTensor sharded like the parameter (empty_like), which set_state_dict then fills with its shard
             if any(isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape != param.shape for v in values.values()):
                 return
-            reserved.append((param, {k: (torch.empty_like(param, dtype=v.dtype, requires_grad=False) if v.dim()
-                                         else torch.empty((), dtype=v.dtype, device=v.device))
+            reserved.append((param, {k: _uninitialized_like(param, v.dtype, scalar=v.dim() == 0, device=v.device)
                                      if isinstance(v, torch.Tensor) else v for k, v in values.items()}))
     owner = {id(p): opt for opt in optimizers for g in opt.param_groups for p in g["params"]}
     for param, values in reserved:
@@ -226,13 +225,9 @@ def reserve_optim_state_from_metadata(model, optimizers: list, metadata: Any) ->
                 for name, entry in by_param.pop(fqn_of[id(param)], {}).items():
                     if not isinstance(entry, TensorStorageMetadata):
                         return False
-                    dtype = entry.properties.dtype
-                    if len(entry.size) == 0:
-                        values[name] = torch.empty((), dtype=dtype)
-                    elif tuple(entry.size) == tuple(param.shape):
-                        values[name] = torch.empty_like(param, dtype=dtype, requires_grad=False)
-                    else:
+                    if len(entry.size) != 0 and tuple(entry.size) != tuple(param.shape):
                         return False
+                    values[name] = _uninitialized_like(param, entry.properties.dtype, scalar=len(entry.size) == 0)
                 if values:
                     reserved.append((param, opt, values))
     if by_param:  # saved state no parameter here accounts for (nested values, other names): torch decides
@@ -242,6 +237,14 @@ def reserve_optim_state_from_metadata(model, optimizers: list, metadata: Any) ->
     for param, opt, values in reserved:
         opt.state[param] = values
     return True
+
+
+def _uninitialized_like(param, dtype: torch.dtype, scalar: bool, device=None) -> torch.Tensor:
+    """An optimizer state value to be overwritten by a load: a scalar (AdamW's `step`, on `device`, CPU by
+    default), or shaped and placed like `param` (a DTensor sharded like it under FSDP)."""
+    if scalar:
+        return torch.empty((), dtype=dtype, device=device)
+    return torch.empty_like(param, dtype=dtype, requires_grad=False)
 
 
 def _load_param_groups(optimizers: list, saved: list[dict[str, Any]]) -> None:
